@@ -1,0 +1,84 @@
+"""wfkit: durable workflows for Jupyter, defined as networkx graphs.
+
+Build a workflow with the builder verbs or as a ``networkx.MultiDiGraph``, validate it, and draw
+it with Graphviz::
+
+    import wfkit as wf
+
+    flow = (wf.Workflow("onboarding", version=1, data=OnboardingData)
+            .start_with("accounts.create")
+            .if_("needs_approval",
+                 then=lambda b: b.wait_for_signal("approval", correlate="customer_id",
+                                                  bind={"approved": "is_approved"},
+                                                  timeout="3d"))
+            .then("mail.welcome"))
+    flow.validate()
+    flow.render("onboarding.svg")
+"""
+
+from __future__ import annotations
+
+from wfkit.definition.activities import (
+    ActivityContext,
+    ActivityRegistry,
+    Cancelled,
+    Fallback,
+    activity,
+    default_registry,
+)
+from wfkit.definition.builder import AtLeast, Steps, at_least
+from wfkit.definition.durations import Duration, format_duration, parse_duration
+from wfkit.definition.kinds import Node, NodeKind, outlets_of
+from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
+from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.rendering import RenderingUnavailable
+from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_data
+from wfkit.definition.workflow import Workflow
+from wfkit.errors import (
+    AdmissionError,
+    DefinitionError,
+    ExpressionError,
+    SignalError,
+    StoreError,
+    UsageError,
+    WfkitError,
+    WorkflowFailed,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD",
+    "ActivityContext",
+    "ActivityRegistry",
+    "AdmissionError",
+    "AtLeast",
+    "Cancelled",
+    "DefinitionError",
+    "Duration",
+    "ExpressionError",
+    "Fallback",
+    "Node",
+    "NodeKind",
+    "OnFailure",
+    "Policy",
+    "Problem",
+    "RenderingUnavailable",
+    "SagaPolicy",
+    "Severity",
+    "SignalError",
+    "Steps",
+    "StoreError",
+    "UsageError",
+    "WfkitError",
+    "Workflow",
+    "WorkflowFailed",
+    "activity",
+    "at_least",
+    "default_registry",
+    "format_duration",
+    "outlets_of",
+    "parse_duration",
+    "validate",
+    "validate_data",
+]

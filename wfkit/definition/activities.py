@@ -1,0 +1,176 @@
+"""Activities: ordinary functions registered under a name that graphs refer to.
+
+The graph stores only the name, so a definition stays plain data; the engine looks the function up
+in an :class:`ActivityRegistry` (the module-level default one unless it is given another).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from wfkit.errors import UsageError
+
+__all__ = [
+    "ActivityContext",
+    "ActivityRegistry",
+    "Cancelled",
+    "Fallback",
+    "activity",
+    "default_registry",
+]
+
+D = TypeVar("D")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Cancelled(BaseException):
+    """Raised inside an activity whose attempt was cancelled (timeout or run cancelled).
+
+    It derives from ``BaseException`` so that ``except Exception`` in activity code cannot
+    swallow it.
+    """
+
+
+class Fallback(Exception):
+    """Raise in an activity to leave through the node's ``fallback`` outlet, without retries.
+
+    Where ``fallback`` is not connected, it counts as an ordinary failure.
+    """
+
+
+@dataclass
+class ActivityContext(Generic[D]):
+    """What an activity receives.
+
+    ``data`` is the run's data document (a model instance when the workflow declares one); change
+    it and the change is checkpointed as a patch. ``outputs`` holds the recorded outputs of nodes
+    that already ran. ``idempotency_key`` is the same for every attempt of the same step.
+    """
+
+    data: D
+    instance_id: str
+    node_id: str
+    definition_id: str
+    version: int
+    attempt: int = 1
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    loop_index: int | None = None
+    item: Any = None
+    idempotency_key: str = ""
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
+        default_factory=lambda: logging.getLogger("wfkit.activity")
+    )
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    on_heartbeat: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the engine asked this attempt to stop (timeout or run cancelled)."""
+        return self.cancel_event.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`Cancelled` when the attempt was cancelled; call it in long loops."""
+        if self.cancel_event.is_set():
+            raise Cancelled(f"attempt {self.attempt} of {self.node_id!r} was cancelled")
+
+    def heartbeat(self) -> None:
+        """Tell the engine a long activity is still alive (and check for cancellation)."""
+        if self.on_heartbeat is not None:
+            self.on_heartbeat()
+        self.raise_if_cancelled()
+
+
+class ActivityRegistry:
+    """Maps activity names to functions.
+
+    Examples
+    --------
+    >>> reg = ActivityRegistry()
+    >>> @reg.activity("mail.send")
+    ... def send(ctx): return {"sent": True}
+    >>> "mail.send" in reg, reg.is_async("mail.send")
+    (True, False)
+    """
+
+    def __init__(self) -> None:
+        self._functions: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, function: Callable[..., Any], *, replace: bool = True) -> None:
+        """Register ``function`` under ``name``; re-registering replaces (notebook re-runs)."""
+        if not isinstance(name, str) or not name.strip():
+            raise UsageError(f"activity name must be a non-empty string, got {name!r}")
+        if not callable(function):
+            raise UsageError(f"activity {name!r} must be callable, got {function!r}")
+        with self._lock:
+            if not replace and name in self._functions:
+                raise UsageError(
+                    f"activity {name!r} is already registered to {self._functions[name]!r}; "
+                    "pick another name or pass replace=True"
+                )
+            self._functions[name] = function
+
+    def activity(self, name: str) -> Callable[[F], F]:
+        """Decorator form of :meth:`register`; returns the function unchanged."""
+
+        def decorate(function: F) -> F:
+            self.register(name, function)
+            return function
+
+        return decorate
+
+    def get(self, name: str) -> Callable[..., Any]:
+        """The function registered as ``name``; raises ``UsageError`` naming what exists."""
+        try:
+            return self._functions[name]
+        except KeyError:
+            known = ", ".join(sorted(self._functions)) or "none"
+            raise UsageError(
+                f"no activity is registered as {name!r} (registered: {known}); "
+                f"decorate a function with @wf.activity({name!r})"
+            ) from None
+
+    def is_async(self, name: str) -> bool:
+        """True when the activity is an ``async def`` function."""
+        return inspect.iscoroutinefunction(self.get(name))
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._functions)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+
+default_registry = ActivityRegistry()
+
+
+def activity(name: str) -> Callable[[F], F]:
+    """Register a function (sync or async) as the activity ``name`` in the default registry.
+
+    Parameters
+    ----------
+    name : str
+        The name graphs use to refer to the function, e.g. ``"orders.ship-line"``.
+
+    Examples
+    --------
+    >>> import wfkit as wf
+    >>> @wf.activity("docs.hello")
+    ... def hello(ctx):
+    ...     return {"greeting": "hello"}
+    >>> "docs.hello" in wf.default_registry
+    True
+    """
+    return default_registry.activity(name)

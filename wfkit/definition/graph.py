@@ -1,0 +1,137 @@
+"""Free functions over a workflow graph (a ``networkx.MultiDiGraph``), ``G`` first.
+
+The graph is plain data: node attributes are JSON values under the keys in
+:mod:`wfkit.definition.keys`, edge keys are outlet names, and ``G.graph["sagas"]`` describes saga
+scopes. These functions read it through the pydantic models and write it back as plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from wfkit.definition import keys
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.policy import SagaPolicy
+
+__all__ = [
+    "GRAPH_FORMAT",
+    "SagaSpec",
+    "content_hash",
+    "graph_from_data",
+    "graph_to_data",
+    "iter_nodes",
+    "node_spec",
+    "saga_specs",
+    "unique_node_id",
+]
+
+GRAPH_FORMAT = "wfkit.graph/1"
+
+
+class SagaSpec(BaseModel):
+    """A saga scope: nodes whose ``saga`` attribute names it belong to it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    parent: str | None = None
+    policy: SagaPolicy | None = None
+    label: str | None = None
+
+
+def node_spec(G: nx.MultiDiGraph, n: str) -> Node:
+    """Validate node ``n``'s attributes; raises ``pydantic.ValidationError`` when they are bad."""
+    return Node.model_validate(G.nodes[n])
+
+
+def iter_nodes(G: nx.MultiDiGraph) -> Iterator[tuple[str, Node]]:
+    """Yield ``(id, Node)`` for every node whose attributes validate (skip the others)."""
+    for n in G.nodes:
+        try:
+            yield n, node_spec(G, n)
+        except ValidationError:
+            continue
+
+
+def saga_specs(G: nx.MultiDiGraph) -> dict[str, SagaSpec]:
+    """The saga scopes declared in ``G.graph['sagas']``."""
+    raw = G.graph.get(keys.SAGAS) or {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"G.graph['sagas'] must map saga ids to their specs, got {type(raw).__name__}"
+        )
+    return {sid: SagaSpec.model_validate(spec) for sid, spec in raw.items()}
+
+
+def unique_node_id(G: nx.MultiDiGraph, base: str, *, numbered: bool = False) -> str:
+    """A readable id not yet in ``G``: ``base``, ``base-2``...; or ``base-1``... if numbered."""
+    if not numbered and base not in G:
+        return base
+    i = 1 if numbered else 2
+    while f"{base}-{i}" in G:
+        i += 1
+    return f"{base}-{i}"
+
+
+def _plain(value: Any) -> Any:
+    """Round-trip a value through JSON so tuples become lists and nothing non-JSON survives."""
+    return json.loads(json.dumps(value))
+
+
+def graph_to_data(G: nx.MultiDiGraph) -> dict[str, Any]:
+    """Plain JSON data for ``G``, in insertion order (so layout and round-trips are stable)."""
+    return {
+        "format": GRAPH_FORMAT,
+        "graph": _plain(dict(G.graph)),
+        "nodes": [{"id": n, **_plain(attrs)} for n, attrs in G.nodes(data=True)],
+        "edges": [
+            {"source": u, "target": v, "outlet": k, **_plain(attrs)}
+            for u, v, k, attrs in G.edges(keys=True, data=True)
+        ],
+    }
+
+
+def graph_from_data(data: dict[str, Any]) -> nx.MultiDiGraph:
+    """Rebuild the graph written by :func:`graph_to_data`."""
+    if data.get("format") != GRAPH_FORMAT:
+        raise ValueError(
+            f"not a wfkit graph (format {data.get('format')!r}, expected {GRAPH_FORMAT!r})"
+        )
+    G = nx.MultiDiGraph()
+    G.graph.update(data.get("graph") or {})
+    for node in data["nodes"]:
+        attrs = dict(node)
+        G.add_node(attrs.pop("id"), **attrs)
+    for edge in data["edges"]:
+        attrs = dict(edge)
+        u, v, k = attrs.pop("source"), attrs.pop("target"), attrs.pop("outlet")
+        G.add_edge(u, v, key=k, **attrs)
+    return G
+
+
+def content_hash(G: nx.MultiDiGraph) -> str:
+    """SHA-256 of the graph's content, independent of insertion order.
+
+    Two graphs with the same nodes, attributes, edges and sagas hash the same; any change to what
+    the engine would do (a kind, a config value, a policy, an edge) changes the hash.
+    """
+    data = graph_to_data(G)
+    canonical = {
+        "graph": data["graph"],
+        "nodes": sorted(data["nodes"], key=lambda d: str(d["id"])),
+        "edges": sorted(
+            data["edges"], key=lambda d: (str(d["source"]), str(d["target"]), str(d["outlet"]))
+        ),
+    }
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def start_nodes(G: nx.MultiDiGraph) -> list[str]:
+    """Ids of the nodes whose kind is ``start``."""
+    return [n for n, k in G.nodes(data=keys.KIND) if k == NodeKind.START.value]

@@ -1,0 +1,421 @@
+"""Validation: every rule a workflow graph must meet, each problem reported at once.
+
+Run by ``Workflow.validate()``, at registration and at admission. Each rule is a small function
+that yields :class:`Problem` objects; :func:`validate` runs them all and never raises on a broken
+graph (a broken graph is what it is for).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ValidationError
+
+from wfkit.definition import keys
+from wfkit.definition.activities import ActivityRegistry, default_registry
+from wfkit.definition.expressions import check_names, parse_expression
+from wfkit.definition.graph import saga_specs
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.problems import Problem, Severity
+from wfkit.errors import ExpressionError
+
+__all__ = ["DEFAULT_MAX_PAYLOAD", "validate", "validate_data"]
+
+DEFAULT_MAX_PAYLOAD = 256 * 1024
+"""Default limit, in bytes of JSON, on a run's data document."""
+
+_FORKS = (NodeKind.PARALLEL, NodeKind.FOR_EACH)
+
+
+class _Context:
+    """What the rules share: the graph, its valid nodes, and the data model's field names."""
+
+    def __init__(
+        self, G: nx.MultiDiGraph, registry: ActivityRegistry | None, model: type[BaseModel] | None
+    ) -> None:
+        self.G = G
+        self.registry = registry
+        self.fields: set[str] | None = _field_names(model) if model is not None else None
+        self.nodes: dict[str, Node] = {}
+        self.broken: set[str] = set()
+
+
+def _field_names(model: type[BaseModel]) -> set[str]:
+    names = set(model.model_fields)
+    names |= {f.alias for f in model.model_fields.values() if f.alias}
+    return names
+
+
+def validate(
+    G: nx.MultiDiGraph,
+    *,
+    registry: ActivityRegistry | None = default_registry,
+    data_model: type[BaseModel] | None = None,
+) -> list[Problem]:
+    """Every problem of graph ``G``; an empty list means it is valid.
+
+    Parameters
+    ----------
+    G : networkx.MultiDiGraph
+        The workflow graph.
+    registry : ActivityRegistry or None
+        Where activity names must be registered; ``None`` skips that rule.
+    data_model : pydantic model class or None
+        The data document's model: expressions and bindings are checked against its fields.
+
+    Returns
+    -------
+    list of Problem
+        Errors first, then warnings, each in graph order.
+    """
+    ctx = _Context(G, registry, data_model)
+    problems: list[Problem] = []
+    for rule in _RULES:
+        problems.extend(rule(ctx))
+    return sorted(problems, key=lambda p: p.severity != Severity.ERROR)
+
+
+def validate_data(
+    data: Any, data_model: type[BaseModel] | None, *, max_payload: int = DEFAULT_MAX_PAYLOAD
+) -> list[Problem]:
+    """Problems of a data document: not JSON, not fitting its model, or over the size limit."""
+    problems: list[Problem] = []
+    document = data
+    if data_model is not None:
+        try:
+            document = data_model.model_validate(
+                data.model_dump() if isinstance(data, BaseModel) else data
+            ).model_dump(mode="json")
+        except ValidationError as exc:
+            for err in exc.errors():
+                where = ".".join(str(p) for p in err["loc"]) or "document"
+                problems.append(
+                    Problem(
+                        code="bad-data",
+                        message=f"data field {where!r}: {err['msg']}; "
+                        f"give a document that fits {data_model.__name__}",
+                    )
+                )
+            return problems
+    elif isinstance(data, BaseModel):
+        document = data.model_dump(mode="json")
+    try:
+        size = len(json.dumps(document, allow_nan=False).encode())
+    except (TypeError, ValueError) as exc:
+        return [
+            Problem(
+                code="bad-data",
+                message=f"data is not JSON ({exc}); use dicts, lists, strings, numbers, "
+                "booleans and null, or declare a pydantic model that converts it",
+            )
+        ]
+    if size > max_payload:
+        problems.append(
+            Problem(
+                code="payload-too-large",
+                message=f"data is {size:,} bytes of JSON, over the {max_payload:,}-byte limit; "
+                "store large content elsewhere and keep a reference in the document",
+            )
+        )
+    return problems
+
+
+# --- rules ------------------------------------------------------------------------------------
+
+
+def _rule_nodes(ctx: _Context) -> Iterator[Problem]:
+    for n, attrs in ctx.G.nodes(data=True):
+        if keys.KIND not in attrs:
+            ctx.broken.add(n)
+            sources = [u for u, _ in ctx.G.in_edges(n)]
+            hint = f" (an edge from {sources[0]!r} points at it)" if sources else ""
+            yield Problem(
+                code="undefined-node",
+                node=n,
+                message=f"node {n!r} is not defined: it has no kind{hint}; add it with "
+                f"G.add_node({n!r}, kind=...) or point the edge at an existing node",
+            )
+            continue
+        try:
+            ctx.nodes[n] = Node.model_validate(attrs)
+        except ValidationError as exc:
+            ctx.broken.add(n)
+            kind = attrs.get(keys.KIND)
+            unknown = not isinstance(kind, str) or kind not in {k.value for k in NodeKind}
+            detail = "; ".join(_short_error(e) for e in exc.errors())
+            yield Problem(
+                code="unknown-kind" if unknown else "bad-config",
+                node=n,
+                message=(
+                    f"kind {kind!r} is not a node kind; use one of "
+                    f"{', '.join(k.value for k in NodeKind)}"
+                    if unknown
+                    else f"{detail}; fix the node's attributes"
+                ),
+            )
+
+
+def _short_error(err: Any) -> str:
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
+
+
+def _rule_start(ctx: _Context) -> Iterator[Problem]:
+    starts = [n for n, node in ctx.nodes.items() if node.kind == NodeKind.START]
+    if not starts:
+        yield Problem(
+            code="no-start",
+            message="the workflow has no start node; begin it with start_with(...) or add "
+            "a node with kind='start'",
+        )
+    for extra in starts[1:]:
+        yield Problem(
+            code="several-starts",
+            node=extra,
+            message=f"a second start node (the first is {starts[0]!r}); keep exactly one",
+        )
+    for s in starts:
+        for u, _, k in ctx.G.in_edges(s, keys=True):
+            yield Problem(
+                code="edge-into-start",
+                node=u,
+                edge=(u, s, k),
+                message=f"an edge leads back into the start node {s!r}; loop to the first "
+                "real step instead",
+            )
+
+
+def _rule_outlets(ctx: _Context) -> Iterator[Problem]:
+    for u, v, k in ctx.G.edges(keys=True):
+        node = ctx.nodes.get(u)
+        if node is None:
+            continue
+        if k not in node.outlets:
+            declared = ", ".join(node.outlets) or "none"
+            yield Problem(
+                code="unknown-outlet",
+                node=u,
+                edge=(u, v, k),
+                message=f"a {node.kind.value} node has no outlet {k!r} (it declares: "
+                f"{declared}); key the edge by one of those",
+            )
+    seen: dict[tuple[str, str], str] = {}
+    for u, v, k in ctx.G.edges(keys=True):
+        if (u, k) in seen and u in ctx.nodes:
+            yield Problem(
+                code="duplicate-outlet",
+                node=u,
+                edge=(u, v, k),
+                message=f"outlet {k!r} already leads to {seen[(u, k)]!r}; an outlet leads to one "
+                "node: use a parallel step to run several",
+            )
+        seen.setdefault((u, k), v)
+    for n, node in ctx.nodes.items():
+        if node.kind in _FORKS:
+            used = {k for _, _, k in ctx.G.out_edges(n, keys=True)}
+            for outlet in node.outlets:
+                if outlet not in used:
+                    yield Problem(
+                        code="dangling-branch",
+                        node=n,
+                        message=f"branch {outlet!r} of {node.kind.value} {n!r} leads nowhere; "
+                        "connect it to a step that reaches the join",
+                    )
+
+
+def _rule_joins(ctx: _Context) -> Iterator[Problem]:
+    joins: dict[str, list[str]] = {}
+    for n, node in ctx.nodes.items():
+        if node.kind != NodeKind.JOIN:
+            continue
+        fork = node.config.fork
+        target = ctx.nodes.get(fork)
+        if target is None or target.kind not in _FORKS:
+            yield Problem(
+                code="join-without-fork",
+                node=n,
+                message=f"join {n!r} gathers {fork!r}, which is not a parallel or for_each "
+                "node; set config.fork to the node whose branches it gathers",
+            )
+            continue
+        joins.setdefault(fork, []).append(n)
+        if not nx.has_path(ctx.G, fork, n):
+            yield Problem(
+                code="join-unreachable",
+                node=n,
+                message=f"join {n!r} cannot be reached from {fork!r}, the fork it gathers; "
+                "connect the branches to it",
+            )
+    for n, node in ctx.nodes.items():
+        if node.kind in _FORKS and len(joins.get(n, [])) != 1:
+            found = joins.get(n, [])
+            yield Problem(
+                code="join-missing" if not found else "join-several",
+                node=n,
+                message=f"{node.kind.value} {n!r} needs exactly one join, found "
+                f"{len(found)}{' (' + ', '.join(found) + ')' if found else ''}; "
+                "add one join node with config.fork set to it",
+            )
+
+
+def _rule_cycles(ctx: _Context) -> Iterator[Problem]:
+    for component in nx.strongly_connected_components(ctx.G):
+        members = [n for n in ctx.G.nodes if n in component]
+        if len(members) == 1 and not ctx.G.has_edge(members[0], members[0]):
+            continue
+        bounded = [n for n in members if n in ctx.nodes and ctx.nodes[n].policy.max_visits > 1]
+        if not bounded:
+            yield Problem(
+                code="unbounded-cycle",
+                node=members[0],
+                message=f"the loop through {', '.join(members)} cannot go round: every node in "
+                "it allows one visit; set policy max_visits on one of them to bound the loop",
+            )
+
+
+def _rule_activities(ctx: _Context) -> Iterator[Problem]:
+    if ctx.registry is None:
+        return
+    for n, node in ctx.nodes.items():
+        for role, name in (("activity", node.activity), ("compensation", node.compensation)):
+            if name and name not in ctx.registry:
+                yield Problem(
+                    code="unknown-activity",
+                    node=n,
+                    message=f"{role} {name!r} is not registered; decorate a function with "
+                    f"@wf.activity({name!r}) before validating",
+                )
+
+
+def _rule_sagas(ctx: _Context) -> Iterator[Problem]:
+    try:
+        sagas = saga_specs(ctx.G)
+    except (ValidationError, ValueError) as exc:
+        yield Problem(code="bad-saga", message=f"G.graph['sagas'] is malformed: {exc}")
+        return
+    for sid, spec in sagas.items():
+        if spec.parent is not None and spec.parent not in sagas:
+            yield Problem(
+                code="bad-saga",
+                message=f"saga {sid!r} names an unknown parent saga {spec.parent!r}",
+            )
+        seen, parent = {sid}, spec.parent
+        while parent is not None and parent in sagas:
+            if parent in seen:
+                yield Problem(
+                    code="bad-saga",
+                    message=f"saga {sid!r} is nested in itself through its parents "
+                    f"({' -> '.join(sorted(seen))}); make the parents form a tree",
+                )
+                break
+            seen.add(parent)
+            parent = sagas[parent].parent
+    members: dict[str, str] = {}
+    for n, node in ctx.nodes.items():
+        if node.saga is None:
+            continue
+        members.setdefault(node.saga, n)
+        if node.saga not in sagas:
+            yield Problem(
+                code="bad-saga",
+                node=n,
+                message=f"node is in saga {node.saga!r}, which G.graph['sagas'] does not "
+                "declare; declare it or clear the node's saga",
+            )
+    for sid, spec in sagas.items():
+        if spec.parent is not None and spec.policy is None:
+            yield Problem(
+                code="nested-saga-policy",
+                node=members.get(sid),
+                message=f"saga {sid!r} is nested in {spec.parent!r} but has no policy; say "
+                "what an outer unwind does with it: policy='unwind' or policy='keep'",
+            )
+
+
+def _rule_expressions(ctx: _Context) -> Iterator[Problem]:
+    for n, node in ctx.nodes.items():
+        for source in _expressions_of(node):
+            try:
+                parsed = parse_expression(source)
+            except ExpressionError as exc:
+                yield Problem(code=exc.code, node=n, message=str(exc))
+                continue
+            unknown = check_names(parsed, ctx.fields)
+            if unknown:
+                known = ", ".join(sorted(ctx.fields or ())) or "none"
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"expression {source!r} reads {', '.join(map(repr, unknown))}, "
+                    f"which the data model does not have (fields: {known}); fix the name or "
+                    "add the field to the model",
+                )
+        yield from _bind_problems(ctx, n, node)
+
+
+def _expressions_of(node: Node) -> list[str]:
+    config = node.config
+    found = [
+        getattr(config, "expression", None),
+        getattr(config, "items", None) if node.kind == NodeKind.FOR_EACH else None,
+        getattr(config, "correlate", None),
+    ]
+    return [e for e in found if e is not None]
+
+
+def _bind_problems(ctx: _Context, n: str, node: Node) -> Iterator[Problem]:
+    if node.kind != NodeKind.WAIT:
+        return
+    bind = node.config.bind
+    if isinstance(bind, str):
+        if ctx.registry is not None and bind not in ctx.registry:
+            yield Problem(
+                code="unknown-activity",
+                node=n,
+                message=f"binder {bind!r} is not registered; decorate a function with "
+                f"@wf.activity({bind!r}) or give bind as a mapping",
+            )
+    elif isinstance(bind, dict) and ctx.fields is not None:
+        for target in bind.values():
+            top = target.split(".")[0]
+            if top not in ctx.fields:
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"bind writes {target!r}, which the data model does not have; "
+                    "bind to an existing field or add it to the model",
+                )
+
+
+def _rule_reachable(ctx: _Context) -> Iterator[Problem]:
+    starts = [n for n, node in ctx.nodes.items() if node.kind == NodeKind.START]
+    if not starts:
+        return
+    seen: set[str] = set()
+    for s in starts:
+        seen |= nx.descendants(ctx.G, s) | {s}
+    for n in ctx.G.nodes:
+        if n not in seen and n not in ctx.broken:
+            yield Problem(
+                code="unreachable",
+                node=n,
+                severity=Severity.WARNING,
+                message="no path from the start reaches this node; connect it or remove it",
+            )
+
+
+_RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
+    _rule_nodes,
+    _rule_start,
+    _rule_outlets,
+    _rule_joins,
+    _rule_cycles,
+    _rule_activities,
+    _rule_sagas,
+    _rule_expressions,
+    _rule_reachable,
+)

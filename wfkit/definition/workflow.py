@@ -1,0 +1,261 @@
+"""``Workflow``: a definition ``(id, version)`` plus its graph, data model and builder verbs."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel
+
+from wfkit.definition import rendering
+from wfkit.definition.activities import ActivityRegistry, default_registry
+from wfkit.definition.builder import Steps
+from wfkit.definition.graph import (
+    content_hash,
+    graph_from_data,
+    graph_to_data,
+    start_nodes,
+)
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.policy import Policy
+from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.validation import validate
+from wfkit.errors import DefinitionError, UsageError
+
+__all__ = ["WORKFLOW_FORMAT", "Workflow"]
+
+WORKFLOW_FORMAT = "wfkit.workflow/1"
+
+
+class Workflow(Steps):
+    """A workflow definition: an id, a version, a data model and a ``networkx.MultiDiGraph``.
+
+    Build it with the verbs (``start_with``, ``then``, ``if_``...), or hand a graph to
+    :meth:`from_graph`. ``flow.graph`` is the live graph: edit it with networkx and the workflow
+    sees the change.
+
+    Parameters
+    ----------
+    id : str
+        Workflow id, e.g. ``"onboarding"``.
+    version : int
+        Runs pin the version they were started with; bump it when the graph changes.
+    data : pydantic model class, optional
+        Model of the data document; expressions and admissions are checked against it.
+
+    Examples
+    --------
+    >>> import wfkit as wf
+    >>> flow = wf.Workflow("hello", version=1).start_with("docs.greet").then("docs.log")
+    >>> list(flow.graph.nodes)
+    ['start', 'docs.greet', 'docs.log']
+    >>> [k for _, _, k in flow.graph.edges(keys=True)]
+    ['next', 'next']
+    """
+
+    def __init__(
+        self,
+        id: str,
+        version: int = 1,
+        data: type[BaseModel] | None = None,
+        *,
+        graph: nx.MultiDiGraph | None = None,
+    ) -> None:
+        if not isinstance(id, str) or not id.strip():
+            raise UsageError(f"a workflow id must be a non-empty string, got {id!r}")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise UsageError(f"version must be a whole number of 1 or more, got {version!r}")
+        if data is not None and not (isinstance(data, type) and issubclass(data, BaseModel)):
+            raise UsageError(f"data must be a pydantic model class, got {data!r}")
+        graph = nx.MultiDiGraph() if graph is None else graph
+        if not isinstance(graph, nx.MultiDiGraph):
+            raise UsageError(
+                f"a workflow graph must be a networkx.MultiDiGraph (edge key = outlet), got "
+                f"{type(graph).__name__}; convert it with nx.MultiDiGraph(G)"
+            )
+        super().__init__(graph, [])
+        self.id = id
+        self.version = version
+        self.data_model = data
+
+    # --- building ---------------------------------------------------------------------------
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The workflow graph: nodes carry typed attributes, edge keys are outlet names."""
+        return self._graph
+
+    def start_with(
+        self,
+        activity: str | None = None,
+        *,
+        label: str | None = None,
+        policy: Policy | dict[str, Any] | None = None,
+        **policy_fields: Any,
+    ) -> Workflow:
+        """Add the start node and, if given, a first action running ``activity``."""
+        if start_nodes(self._graph):
+            raise UsageError(f"workflow {self.id!r} already has a start node; call start_with once")
+        self._cursor = []
+        self._add("start", kind=NodeKind.START)
+        self._cursor = [("start", "next")]
+        if activity is not None:
+            self.then(activity, label=label, policy=policy, **policy_fields)
+        return self
+
+    @classmethod
+    def from_graph(
+        cls, id: str, version: int, G: nx.MultiDiGraph, *, data: type[BaseModel] | None = None
+    ) -> Workflow:
+        """Wrap a graph built by hand or by networkx code (used as is, not copied)."""
+        return cls(id, version, data, graph=G)
+
+    def copy(self, *, version: int | None = None) -> Workflow:
+        """An independent copy (optionally under another version)."""
+        return Workflow(
+            self.id,
+            self.version if version is None else version,
+            self.data_model,
+            graph=graph_from_data(graph_to_data(self._graph)),
+        )
+
+    # --- checking ---------------------------------------------------------------------------
+
+    def validate(self, *, registry: ActivityRegistry | None = default_registry) -> list[Problem]:
+        """Every problem of this workflow (errors first, then warnings); empty when valid.
+
+        ``registry`` is where activity names must be registered (``None`` skips that rule).
+        """
+        return validate(self._graph, registry=registry, data_model=self.data_model)
+
+    def check(self, *, registry: ActivityRegistry | None = default_registry) -> Workflow:
+        """Raise :class:`~wfkit.DefinitionError` carrying every error; return self when valid."""
+        errors = [p for p in self.validate(registry=registry) if p.severity == Severity.ERROR]
+        if errors:
+            raise DefinitionError.from_problems(f"Workflow {self.id!r} v{self.version}", errors)
+        return self
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of the graph's content; equal graphs hash equal whatever their build order."""
+        return content_hash(self._graph)
+
+    def node(self, node_id: str) -> Node:
+        """The validated attributes of ``node_id``."""
+        if node_id not in self._graph:
+            raise UsageError(f"workflow {self.id!r} has no node {node_id!r}")
+        return Node.model_validate(self._graph.nodes[node_id])
+
+    # --- JSON -------------------------------------------------------------------------------
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON-ready data: id, version, data model path and the graph."""
+        return {
+            "format": WORKFLOW_FORMAT,
+            "id": self.id,
+            "version": self.version,
+            "data_model": _model_path(self.data_model),
+            "graph": graph_to_data(self._graph),
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """Serialise to JSON; :meth:`from_json` gives back an equal workflow."""
+        return json.dumps(self.to_data(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], *, model: type[BaseModel] | None = None) -> Workflow:
+        """Rebuild from :meth:`to_data`; ``model`` overrides importing the data model."""
+        if data.get("format") != WORKFLOW_FORMAT:
+            raise DefinitionError(
+                f"not a wfkit workflow (format {data.get('format')!r}, expected "
+                f"{WORKFLOW_FORMAT!r}); write it with Workflow.to_json()"
+            )
+        if model is None and data.get("data_model"):
+            model = _import_model(data["data_model"], data["id"])
+        try:
+            graph = graph_from_data(data["graph"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DefinitionError(
+                f"workflow {data.get('id')!r} holds a malformed graph ({exc}); "
+                "write it with Workflow.to_json()"
+            ) from exc
+        return cls(data["id"], data["version"], model, graph=graph)
+
+    @classmethod
+    def from_json(cls, text: str, *, data: type[BaseModel] | None = None) -> Workflow:
+        """Rebuild a workflow written by :meth:`to_json`.
+
+        The data model is imported from the recorded ``module:Name`` unless ``data`` is given.
+        """
+        return cls.from_data(json.loads(text), model=data)
+
+    # --- pictures ---------------------------------------------------------------------------
+
+    def to_dot(self, *, problems: bool = True) -> str:
+        """Graphviz DOT source of the picture (problems drawn on their nodes)."""
+        return rendering.to_dot(self._graph, self._problems(problems), title=self._title())
+
+    def render(self, path: str | Path, *, format: str | None = None, problems: bool = True) -> Path:
+        """Write the picture to ``path``; the format (svg, png, pdf) follows the suffix."""
+        return rendering.render(
+            self._graph,
+            path,
+            format=format,
+            problems=self._problems(problems),
+            title=self._title(),
+        )
+
+    def to_svg(self, *, problems: bool = True) -> str:
+        """The picture as SVG text (deterministic: the same graph gives the same bytes)."""
+        return rendering.to_svg(self._graph, problems=self._problems(problems), title=self._title())
+
+    def _problems(self, enabled: bool) -> list[Problem]:
+        return self.validate() if enabled else []
+
+    def _title(self) -> str:
+        return f"{self.id} v{self.version}"
+
+    def _repr_svg_(self) -> str | None:
+        try:
+            return self.to_svg()
+        except rendering.RenderingUnavailable:
+            return None
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        bundle = {"text/plain": repr(self)}
+        svg = self._repr_svg_()
+        if svg is not None:
+            bundle["image/svg+xml"] = svg
+        return bundle
+
+    def __repr__(self) -> str:
+        G = self._graph
+        return (
+            f"Workflow({self.id!r}, version={self.version}, "
+            f"{G.number_of_nodes()} nodes, {G.number_of_edges()} edges)"
+        )
+
+
+def _model_path(model: type[BaseModel] | None) -> str | None:
+    if model is None:
+        return None
+    return f"{model.__module__}:{model.__qualname__}"
+
+
+def _import_model(path: str, workflow_id: str) -> type[BaseModel]:
+    module_name, _, qualname = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise DefinitionError(
+            f"workflow {workflow_id!r} names data model {path!r}, which cannot be imported "
+            f"({exc}); import it first or pass data=YourModel to from_json"
+        ) from exc
+    if not (isinstance(target, type) and issubclass(target, BaseModel)):
+        raise DefinitionError(f"data model {path!r} of {workflow_id!r} is not a pydantic model")
+    return target
