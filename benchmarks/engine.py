@@ -1,0 +1,198 @@
+"""Engine benchmark: one command, JSON lines, ratios to DuckDB's own limits measured alongside.
+
+    python benchmarks/engine.py            # all workloads
+    python benchmarks/engine.py W1 W5      # some of them
+
+W1  one run of 1,000 sequential trivial activities
+W2C 1,000 runs of 3 sequential trivial activities started at once
+W3  one run fanning out 200 parallel trivial activities, then a join
+W4  10,000 runs parked on a signal: start time, RSS per parked run, signal all, latency
+W5  DuckDB alone on the same file system: checkpoint-shaped single commits, and 100 per transaction
+
+Targets: W1 >= 0.8 x W5 single; W2C and W3 >= 0.3 x W5 batched; W4 <= 2 KiB RSS per parked run.
+Nothing here asserts: it prints figures and ratios.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+import wfkit as wf
+
+
+@wf.activity("bench.noop")
+def noop(ctx: wf.ActivityContext[dict]) -> None:
+    return None
+
+
+def rss_kib() -> int:
+    """Current resident set size in KiB (Linux /proc)."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def emit(**fields: object) -> dict[str, object]:
+    print(json.dumps(fields), flush=True)
+    return fields
+
+
+def fresh(tmp: Path, name: str) -> wf.Engine:
+    path = tmp / f"{name}.duckdb"
+    path.unlink(missing_ok=True)
+    return wf.Engine(path)
+
+
+def w5(tmp: Path) -> dict[str, object]:
+    """DuckDB alone: the rows one checkpoint writes (one event row), single vs 100 per txn."""
+    path = tmp / "w5.duckdb"
+    path.unlink(missing_ok=True)
+    wf.Engine(path).close()  # same schema as the engine uses
+    con = duckdb.connect(str(path), config={"threads": 1})
+    sql = (
+        "INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, "
+        "started_at, actor, error, output, patch, delta, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    delta = json.dumps({"s": {"tokens:t1": {"node": "n", "st": "ready", "att": 1}}, "d": []})
+    now = datetime.now(UTC).replace(tzinfo=None)
+    row = ["r", 0, now, "step.completed", "bench.noop", "t1", 1, now, None, None, None, None, delta, None]
+    n = 2000
+    t = time.perf_counter()
+    for i in range(n):
+        row[1] = i
+        con.execute(sql, row)
+    single = n / (time.perf_counter() - t)
+    batch_sql = sql.rpartition("VALUES")[0] + "VALUES " + ", ".join(["(" + ", ".join("?" * 14) + ")"] * 100)
+    batches = 100
+    t = time.perf_counter()
+    for b in range(batches):
+        flat = []
+        for i in range(100):
+            flat += ["r", b * 100 + i, now, "step.completed", "bench.noop", "t1", 1, now, None, None, None, None, delta, None]
+        con.execute("BEGIN")
+        con.execute(batch_sql, flat)
+        con.execute("COMMIT")
+    batched = batches * 100 / (time.perf_counter() - t)
+    con.close()
+    return emit(workload="W5", single_commits_per_s=round(single), batched_rows_per_s=round(batched))
+
+
+def w1(tmp: Path, steps: int = 1000) -> dict[str, object]:
+    eng = fresh(tmp, "w1")
+    flow = wf.Workflow("w1", 1).start_with("bench.noop")
+    for _ in range(steps - 1):
+        flow.then("bench.noop")
+    eng.register(flow)
+    t = time.perf_counter()
+    run = eng.start("w1", {})
+    eng.run_until_idle()
+    elapsed = time.perf_counter() - t
+    assert run.status == wf.RunStatus.COMPLETED, run.explain()
+    eng.close()
+    return emit(workload="W1", steps=steps, seconds=round(elapsed, 3), steps_per_s=round(steps / elapsed),
+                ms_per_checkpoint=round(elapsed / steps * 1000, 3))
+
+
+def w2c(tmp: Path, runs: int = 1000, threads: int = 0) -> dict[str, object]:
+    eng = fresh(tmp, "w2c")
+    eng.register(wf.Workflow("w2c", 1).start_with("bench.noop").then("bench.noop").then("bench.noop"))
+    t = time.perf_counter()
+    handles = eng.start_many("w2c", [{} for _ in range(runs)])
+    if threads:
+        eng.start_workers(threads)
+    eng.run_until_idle()
+    elapsed = time.perf_counter() - t
+    done = sum(1 for r in eng.runs(limit=runs * 2) if r.status == wf.RunStatus.COMPLETED)
+    assert done == runs, done
+    eng.close()
+    del handles
+    return emit(workload="W2C", runs=runs, threads=threads, seconds=round(elapsed, 3),
+                runs_per_s=round(runs / elapsed), steps_per_s=round(runs * 3 / elapsed))
+
+
+def w3(tmp: Path, width: int = 200) -> dict[str, object]:
+    eng = fresh(tmp, "w3")
+    branches = {f"b{i}": (lambda b: b.then("bench.noop")) for i in range(width)}
+    eng.register(wf.Workflow("w3", 1).start_with().parallel(**branches))
+    t = time.perf_counter()
+    run = eng.start("w3", {})
+    eng.run_until_idle()
+    elapsed = time.perf_counter() - t
+    assert run.status == wf.RunStatus.COMPLETED, run.explain()
+    eng.close()
+    return emit(workload="W3", branches=width, seconds=round(elapsed, 3), steps_per_s=round(width / elapsed))
+
+
+def w4(tmp: Path, runs: int = 10_000) -> dict[str, object]:
+    eng = fresh(tmp, "w4")
+    eng.register(wf.Workflow("w4", 1).start_with().wait_for_signal("go", correlate="key").then("bench.noop"))
+    gc.collect()
+    before = rss_kib()
+    t = time.perf_counter()
+    for start in range(0, runs, 1000):
+        eng.start_many("w4", [{"key": f"k{i}"} for i in range(start, start + 1000)])
+    started = time.perf_counter() - t
+    eng.run_until_idle()
+    gc.collect()
+    per_run = (rss_kib() - before) * 1024 / runs
+    latencies = []
+    t = time.perf_counter()
+    for i in range(runs):
+        s = time.perf_counter()
+        assert eng.signal("go", f"k{i}")
+        eng.run_until_idle()
+        latencies.append((time.perf_counter() - s) * 1000)
+    signalled = time.perf_counter() - t
+    done = sum(1 for r in eng.runs(limit=runs * 2) if r.status == wf.RunStatus.COMPLETED)
+    eng.close()
+    q = statistics.quantiles(latencies, n=100)
+    return emit(workload="W4", runs=runs, start_seconds=round(started, 2), rss_bytes_per_parked_run=round(per_run),
+                signal_seconds=round(signalled, 2), completed=done,
+                signal_to_resumed_p50_ms=round(q[49], 3), signal_to_resumed_p99_ms=round(q[98], 3))
+
+
+def main(argv: list[str]) -> None:
+    wanted = set(argv) or {"W1", "W2C", "W3", "W4", "W5"}
+    with tempfile.TemporaryDirectory(prefix="wfkit-bench-") as folder:
+        tmp = Path(folder)
+        limits = w5(tmp)
+        results = {}
+        if "W1" in wanted:
+            results["W1"] = w1(tmp)
+        if "W2C" in wanted:
+            results["W2C"] = w2c(tmp)
+        if "W3" in wanted:
+            results["W3"] = w3(tmp)
+        if "W4" in wanted:
+            results["W4"] = w4(tmp)
+    single, batched = limits["single_commits_per_s"], limits["batched_rows_per_s"]
+    ratios = {}
+    if "W1" in results:
+        ratios["W1_vs_W5_single"] = (results["W1"]["steps_per_s"], single, 0.8)
+    if "W2C" in results:
+        ratios["W2C_vs_W5_batched"] = (results["W2C"]["steps_per_s"], batched, 0.3)
+    if "W3" in results:
+        ratios["W3_vs_W5_batched"] = (results["W3"]["steps_per_s"], batched, 0.3)
+    for name, (value, base, target) in ratios.items():
+        ratio = value / base
+        emit(check=name, ratio=round(ratio, 3), target=target, met=ratio >= target)
+    if "W4" in results:
+        per = results["W4"]["rss_bytes_per_parked_run"]
+        emit(check="W4_rss_per_parked_run", bytes=per, target=2048, met=per <= 2048)
+    emit(peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,25 @@
+"""The engine: scheduler, writer, node semantics (one module per family), clock and handles.
+
+It imports the definition and store layers, never the API or widgets.
+"""
+
+from __future__ import annotations
+
+from wfkit.engine.checkpoint import VisitLimitExceeded
+from wfkit.engine.clock import Clock, ManualClock, SystemClock
+from wfkit.engine.engine import Engine
+from wfkit.engine.handles import Run
+from wfkit.engine.records import Event, RunInfo, RunStatus, WaitInfo
+
+__all__ = [
+    "Clock",
+    "Engine",
+    "Event",
+    "ManualClock",
+    "Run",
+    "RunInfo",
+    "RunStatus",
+    "SystemClock",
+    "VisitLimitExceeded",
+    "WaitInfo",
+]

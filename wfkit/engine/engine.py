@@ -1,0 +1,457 @@
+"""``Engine``: register workflows, start runs, drive them, and answer questions about them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from wfkit.definition.activities import ActivityRegistry, default_registry
+from wfkit.definition.graph import graph_from_data
+from wfkit.definition.problems import Severity
+from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
+from wfkit.definition.workflow import Workflow
+from wfkit.engine.clock import Clock, SystemClock
+from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.handles import Run, check_known, explain
+from wfkit.engine.records import Event, RunInfo, RunStatus, WaitInfo
+from wfkit.engine.scheduler import Scheduler
+from wfkit.engine.state import RunState
+from wfkit.engine.writer import Writer
+from wfkit.errors import AdmissionError, DefinitionError, SignalError, UsageError
+from wfkit.store import open_store
+from wfkit.store.base import Statement
+
+__all__ = ["Engine"]
+
+log = logging.getLogger("wfkit.engine")
+
+
+class Engine:
+    """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
+
+    Parameters
+    ----------
+    target : str or Path
+        DuckDB file path, or ``":memory:"``.
+    clock : Clock, optional
+        ``wf.ManualClock()`` to move time by hand; the real clock by default.
+    registry : ActivityRegistry, optional
+        Where activities are looked up; the default registry (``@wf.activity``) by default.
+    max_payload : int
+        Largest data document accepted at admission, in bytes of JSON (256 KiB by default).
+
+    Examples
+    --------
+    >>> import wfkit as wf
+    >>> @wf.activity("docs.double")
+    ... def double(ctx):
+    ...     ctx.data["n"] *= 2
+    >>> engine = wf.Engine(":memory:")
+    >>> _ = engine.register(wf.Workflow("doubler", 1).start_with("docs.double"))
+    >>> run = engine.start("doubler", {"n": 21})
+    >>> engine.run_until_idle()
+    >>> run.status.value, run.data
+    ('completed', {'n': 42})
+    """
+
+    def __init__(
+        self,
+        target: str | Path = ":memory:",
+        *,
+        clock: Clock | None = None,
+        registry: ActivityRegistry | None = None,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        batch_size: int = 256,
+    ) -> None:
+        self.target = str(target)
+        self.clock: Clock = clock or SystemClock()
+        self.registry = registry or default_registry
+        self.max_payload = max_payload
+        self._store = open_store(self.target)
+        self._writer = Writer(self._store, self.clock.now)
+        self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
+        self._latest: dict[str, dict[int, CompiledFlow]] = {}
+        self._closed = False
+        self._load_definitions()
+        with self._writer.lock:
+            ready = self._writer.recover()
+        for run, token_id in ready:
+            self._scheduler._enqueue(run, token_id)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop workers, write summaries and release the database file."""
+        if self._closed:
+            return
+        self._scheduler.stop()
+        self._writer.flush_summaries()
+        self._scheduler.pool.shutdown(wait=False, cancel_futures=True)
+        self._store.close()
+        self._closed = True
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Engine({self.target!r}, {len(self._latest)} workflows)"
+
+    # --- definitions --------------------------------------------------------------------------
+
+    def _load_definitions(self) -> None:
+        for wid, version, _digest, graph_json, model_path, _at in self._store.query("definitions"):
+            data = json.loads(graph_json)
+            try:
+                workflow = Workflow.from_data(data)
+            except DefinitionError:
+                log.warning("data model %s of %s v%s cannot be imported", model_path, wid, version)
+                workflow = Workflow(wid, version, None, graph=graph_from_data(data["graph"]))
+            flow = self._writer.add_flow(workflow)
+            self._latest.setdefault(wid, {})[version] = flow
+
+    def register(self, workflow: Workflow) -> Workflow:
+        """Validate ``workflow`` and store it under ``(id, version)``.
+
+        Re-registering the same graph is a no-op. A changed graph under an ``(id, version)``
+        that has runs in flight is refused: register it as a new version.
+
+        Raises
+        ------
+        DefinitionError
+            With every problem, when the workflow is invalid or its version is taken.
+        """
+        errors = [
+            p for p in workflow.validate(registry=self.registry) if p.severity == Severity.ERROR
+        ]
+        if errors:
+            raise DefinitionError.from_problems(
+                f"Workflow {workflow.id!r} v{workflow.version}", errors
+            )
+        digest = workflow.content_hash
+        known = self._latest.get(workflow.id, {}).get(workflow.version)
+        if known is not None and known.hash == digest:
+            return workflow
+        with self._writer.lock:
+            in_flight = self._store.query(
+                "runs_in_flight", [workflow.id, workflow.version, digest]
+            )[0][0]
+            if in_flight:
+                latest = max(self._latest.get(workflow.id, {workflow.version: None}))
+                raise DefinitionError(
+                    f"Workflow {workflow.id!r} v{workflow.version} has {in_flight} runs in flight "
+                    f"and its graph changed; register it as version {latest + 1} (in-flight runs "
+                    f"finish on v{workflow.version})"
+                )
+            snapshot = workflow.copy()
+            if (workflow.id, workflow.version, digest) not in self._writer.flows:
+                self._store.write(
+                    [
+                        Statement(
+                            "insert_definition",
+                            [
+                                (
+                                    workflow.id,
+                                    workflow.version,
+                                    digest,
+                                    snapshot.to_json(),
+                                    snapshot.to_data()["data_model"],
+                                    self.clock.now(),
+                                )
+                            ],
+                        )
+                    ]
+                )
+            flow = self._writer.add_flow(snapshot)
+            self._latest.setdefault(workflow.id, {})[workflow.version] = flow
+        return workflow
+
+    def workflows(self) -> dict[str, list[int]]:
+        """Registered workflow ids and their versions."""
+        return {wid: sorted(versions) for wid, versions in sorted(self._latest.items())}
+
+    def _resolve(self, workflow_id: str, version: int | None) -> CompiledFlow:
+        versions = self._latest.get(workflow_id)
+        if not versions:
+            known = ", ".join(sorted(self._latest)) or "none"
+            raise AdmissionError(
+                f"no workflow {workflow_id!r} is registered (registered: {known}); "
+                "call engine.register(flow) first",
+                [f"unknown workflow {workflow_id!r}"],
+            )
+        chosen = max(versions) if version is None else version
+        if chosen not in versions:
+            raise AdmissionError(
+                f"workflow {workflow_id!r} has no version {version} (versions: "
+                f"{', '.join(map(str, sorted(versions)))}); pick one of those",
+                [f"unknown version {version}"],
+            )
+        return versions[chosen]
+
+    # --- starting runs ------------------------------------------------------------------------
+
+    def start(
+        self,
+        workflow_id: str,
+        data: Any = None,
+        *,
+        version: int | None = None,
+        actor: str | None = None,
+    ) -> Run:
+        """Admit a run: validate its data, then write the run and its first steps atomically.
+
+        Raises
+        ------
+        AdmissionError
+            Listing every reason; nothing is written.
+        """
+        return self.start_many(workflow_id, [data], version=version, actor=actor)[0]
+
+    def start_many(
+        self,
+        workflow_id: str,
+        documents: Iterable[Any],
+        *,
+        version: int | None = None,
+        actor: str | None = None,
+    ) -> list[Run]:
+        """Admit many runs of one workflow in one transaction (all or none)."""
+        flow = self._resolve(workflow_id, version)
+        docs = [self._admit(flow, d) for d in documents]
+        with self._writer.lock:
+            now = self.clock.now()
+            runs: list[RunState] = []
+            for doc in docs:
+                run_id = uuid.uuid4().hex[:16]
+                text = json.dumps(doc, separators=(",", ":"))
+                self._writer.add_instance(
+                    (
+                        run_id,
+                        flow.id,
+                        flow.version,
+                        flow.hash,
+                        RunStatus.PENDING.value,
+                        text,
+                        text,
+                        None,
+                        0,
+                        None,
+                        now,
+                        now,
+                        None,
+                        None,
+                        actor,
+                    )
+                )
+                run = RunState(run_id, flow, doc)
+                cp = self._writer.checkpoint(run, actor)
+                cp.event("run.started", detail={"workflow": flow.id, "version": flow.version})
+                cp.spawn(flow.start, [])
+                runs.append(run)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+        return [Run(self, r.run_id) for r in runs]
+
+    def _admit(self, flow: CompiledFlow, data: Any) -> dict[str, Any]:
+        model = flow.data_model
+        if data is None:
+            data = {}
+        problems = validate_data(data, model, max_payload=self.max_payload)
+        if problems:
+            reasons = [p.message for p in problems]
+            raise AdmissionError(
+                f"run of {flow.id!r} v{flow.version} refused, nothing was written:\n"
+                + "\n".join(f"  - {r}" for r in reasons),
+                reasons,
+            )
+        if model is not None:
+            source = data.model_dump() if isinstance(data, BaseModel) else data
+            return model.model_validate(source).model_dump(mode="json")
+        if isinstance(data, BaseModel):
+            return data.model_dump(mode="json")
+        if not isinstance(data, dict):
+            raise AdmissionError(
+                f"run of {flow.id!r} refused: the data document must be a JSON object (a dict), "
+                f"got {type(data).__name__}; wrap it, e.g. {{'value': ...}}",
+                ["data is not an object"],
+            )
+        return json.loads(json.dumps(data))
+
+    # --- driving ------------------------------------------------------------------------------
+
+    def run_until_idle(self, timeout: float | None = None) -> None:
+        """Run every ready step and due timer until nothing is left to do now.
+
+        With ``timeout`` (seconds) it also waits for timers due within that time (real clock).
+        """
+        self._scheduler.run_until_idle(timeout)
+
+    def start_workers(self, threads: int = 4) -> None:
+        """Run steps on ``threads`` background threads (plus one writer thread)."""
+        self._scheduler.start(threads)
+
+    def stop(self) -> None:
+        """Stop background workers; attempts in flight finish first."""
+        self._scheduler.stop()
+
+    # --- runs ---------------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> Run:
+        """A handle on an existing run."""
+        check_known(self, run_id)
+        return Run(self, run_id)
+
+    def runs(
+        self, status: str | RunStatus | None = None, workflow: str | None = None, limit: int = 1000
+    ) -> list[RunInfo]:
+        """Run summaries, newest first, optionally filtered by status and workflow id."""
+        self._writer.flush_summaries()
+        value = RunStatus(status).value if status is not None else None
+        rows = self._store.query("list_runs", [value, value, workflow, workflow, limit])
+        return [
+            RunInfo(r[0], r[1], r[2], RunStatus(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows
+        ]
+
+    def sql(self, query: str) -> Any:
+        """Run SQL over the wfkit tables; returns a DuckDB relation (``.df()``, ``.fetchall()``)."""
+        self._writer.flush_summaries()
+        return self._store.sql(query)
+
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
+        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
+        with self._writer.lock:
+            run = self._writer.get_run(run_id)
+            if run is None:
+                raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+            if RunStatus(run.status).terminal:
+                raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+            self._writer.runs.setdefault(run_id, run)
+            self._writer.checkpoint(run, actor).cancel_run(reason)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    # --- waits --------------------------------------------------------------------------------
+
+    def signal(
+        self,
+        name: str,
+        key: Any = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        actor: str | None = None,
+    ) -> bool:
+        """Resume the wait for signal ``name`` with correlation ``key``.
+
+        Returns True when a wait was resumed, False when nothing waits (the payload is then not
+        applied anywhere). Of concurrent senders to one wait exactly one gets True.
+        """
+        payload = payload or {}
+        if not isinstance(payload, dict):
+            raise SignalError(
+                f"a signal payload must be a JSON object, got {type(payload).__name__}"
+            )
+        key_text = None if key is None else str(key)
+        with self._writer.lock:
+            rows = self._store.query("find_bookmark", ["signal", name, key_text])
+            if not rows:
+                return False
+            run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
+            run = self._writer.get_run(run_id)
+            if run is None or token_id not in run.tokens:
+                return False
+            self._writer.runs.setdefault(run_id, run)
+            cp = self._writer.checkpoint(run, actor)
+            cp.bookmarks_del.append(token_id)
+            node = run.flow.nodes[node_id]
+            self._writer.handlers["wait"].on_signal(cp, token_id, node_id, node, payload)  # type: ignore[attr-defined]
+            released = self._writer.commit()
+        self._scheduler.release(released)
+        return True
+
+    def approve(
+        self,
+        run_id: str,
+        node: str,
+        approved: bool = True,
+        *,
+        actor: str | None = None,
+        comment: str | None = None,
+    ) -> None:
+        """Decide the open approval ``node`` of run ``run_id``; records actor, comment and time."""
+        with self._writer.lock:
+            rows = self._store.query("find_bookmark", ["approval", node, run_id])
+            if not rows:
+                open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
+                raise SignalError(
+                    f"run {run_id} has no open approval {node!r} "
+                    f"(open: {', '.join(open_) or 'none'}); check engine.waiting()"
+                )
+            run = self._writer.get_run(run_id)
+            assert run is not None
+            token_id = rows[0][1]
+            self._writer.runs.setdefault(run_id, run)
+            cp = self._writer.checkpoint(run, actor)
+            cp.bookmarks_del.append(token_id)
+            self._writer.handlers["approval"].decide(cp, token_id, node, approved, comment)  # type: ignore[attr-defined]
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    def waiting(self) -> list[WaitInfo]:
+        """Every open wait and approval: run, node, key, since and deadline."""
+        return [
+            WaitInfo(r[0], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8] or "{}"))
+            for r in self._store.query("bookmarks")
+        ]
+
+    # --- internals used by Run handles --------------------------------------------------------
+
+    def _state(self, run_id: str) -> RunState:
+        with self._writer.lock:
+            run = self._writer.get_run(run_id)
+        if run is None:
+            raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
+        return run
+
+    def _history(self, run_id: str) -> list[Event]:
+        return [
+            Event(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                json.loads(r[10]) if r[10] else None,
+                json.loads(r[11]) if r[11] else {},
+            )
+            for r in self._store.query("run_history", [run_id])
+        ]
+
+    def _explain(self, run_id: str) -> str:
+        return explain(self, run_id)
+
+    def _wait_terminal(self, run_id: str, timeout: float | None) -> RunStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._scheduler.running:
+            self.run_until_idle(timeout)
+            return RunStatus(self._state(run_id).status)
+        with self._scheduler.changed:
+            while True:
+                status = RunStatus(self._state(run_id).status)
+                left = None if deadline is None else deadline - time.monotonic()
+                if status.terminal or (left is not None and left <= 0):
+                    return status
+                self._scheduler.changed.wait(left if left is not None else 1.0)

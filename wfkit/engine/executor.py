@@ -1,0 +1,155 @@
+"""Running one attempt of an activity: build its context, call it, diff its data, time it out."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import json
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import jsonpatch
+from pydantic import BaseModel, ValidationError
+
+from wfkit.definition.activities import ActivityContext, Cancelled, Fallback
+
+__all__ = ["AttemptResult", "Job", "run_attempt"]
+
+
+@dataclass
+class Job:
+    """One attempt to run, handed to a worker once its checkpoint is durable."""
+
+    run_id: str
+    token_id: str
+    node_id: str
+    attempt: int
+    function: Callable[..., Any]
+    activity: str
+    definition_id: str
+    version: int
+    data_json: str
+    data_version: int
+    model: type[BaseModel] | None
+    outputs: dict[str, Any]
+    loop_index: int | None = None
+    item: Any = None
+    timeout: float | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    heartbeat: Callable[[], None] | None = None
+
+
+@dataclass
+class AttemptResult:
+    """What came of an attempt."""
+
+    run_id: str
+    token_id: str
+    node_id: str
+    attempt: int
+    started_at: datetime
+    ended_at: datetime
+    ok: bool
+    output: Any = None
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    base: Any = None
+    base_version: int = 0
+    error: str | None = None
+    fallback: bool = False
+    cancelled: bool = False
+
+
+def _call(job: Job, ctx: ActivityContext[Any]) -> Any:
+    result = job.function(ctx)
+    if inspect.isawaitable(result):
+        return asyncio.run(_await(result))
+    return result
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def run_attempt(
+    job: Job, now: Callable[[], datetime], pool: concurrent.futures.Executor | None = None
+) -> AttemptResult:
+    """Run one attempt and describe the outcome; never raises for the activity's errors."""
+    base = json.loads(job.data_json)
+    started = now()
+    result = AttemptResult(
+        job.run_id,
+        job.token_id,
+        job.node_id,
+        job.attempt,
+        started,
+        started,
+        ok=False,
+        base=base,
+        base_version=job.data_version,
+    )
+    try:
+        data: Any = (
+            job.model.model_validate_json(job.data_json) if job.model else json.loads(job.data_json)
+        )
+    except ValidationError as exc:
+        result.error = f"the data document no longer fits its model: {exc}"
+        return result
+    ctx = ActivityContext(
+        data=data,
+        instance_id=job.run_id,
+        node_id=job.node_id,
+        definition_id=job.definition_id,
+        version=job.version,
+        attempt=job.attempt,
+        outputs=job.outputs,
+        loop_index=job.loop_index,
+        item=job.item,
+        idempotency_key=f"{job.run_id}:{job.token_id}:{job.node_id}",
+        cancel_event=job.cancel,
+        on_heartbeat=job.heartbeat,
+    )
+    try:
+        if job.timeout is not None and pool is not None:
+            future = pool.submit(_call, job, ctx)
+            try:
+                output = future.result(timeout=job.timeout)
+            except concurrent.futures.TimeoutError:
+                job.cancel.set()
+                raise TimeoutError(
+                    f"attempt {job.attempt} of {job.node_id!r} timed out after {job.timeout:g}s"
+                ) from None
+        else:
+            output = _call(job, ctx)
+        after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+        json.dumps(output)  # outputs are recorded as JSON: refuse anything else now
+        result.output = output
+        if after != base:
+            result.patch = jsonpatch.make_patch(base, after).patch
+        result.ok = True
+    except Fallback as exc:
+        result.fallback = True
+        result.error = f"Fallback: {exc}"
+    except Cancelled as exc:
+        result.cancelled = True
+        result.error = f"Cancelled: {exc}"
+    except (TypeError, ValueError) as exc:
+        result.error = _describe(exc, job)
+    except Exception:
+        result.error = traceback.format_exc()
+    result.ended_at = now()
+    return result
+
+
+def _describe(exc: Exception, job: Job) -> str:
+    text = traceback.format_exc()
+    if "is not JSON serializable" in str(exc):
+        return (
+            f"{text}\nactivity {job.activity!r} returned a value that is not JSON; return a dict "
+            "of plain values (or None)"
+        )
+    return text

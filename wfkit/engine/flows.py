@@ -1,0 +1,59 @@
+"""A registered workflow compiled for the engine: node models and outlet targets, looked up fast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from wfkit.definition.kinds import JoinConfig, Node, NodeKind
+from wfkit.definition.workflow import Workflow
+
+__all__ = ["CompiledFlow"]
+
+
+@dataclass
+class CompiledFlow:
+    """What the engine needs of a workflow, precomputed once per ``(id, version, hash)``."""
+
+    workflow: Workflow
+    hash: str = ""
+    nodes: dict[str, Node] = field(default_factory=dict)
+    targets: dict[tuple[str, str], str] = field(default_factory=dict)
+    join_of: dict[str, str] = field(default_factory=dict)
+    start: str = "start"
+
+    @classmethod
+    def compile(cls, workflow: Workflow) -> CompiledFlow:
+        """Compile a validated workflow."""
+        flow = cls(workflow, workflow.content_hash)
+        G = workflow.graph
+        for n in G.nodes:
+            node = Node.model_validate(G.nodes[n])
+            flow.nodes[n] = node
+            if node.kind == NodeKind.START:
+                flow.start = n
+            if isinstance(node.config, JoinConfig):
+                flow.join_of[node.config.fork] = n
+        for u, v, k in G.edges(keys=True):
+            flow.targets[(u, str(k))] = v
+        return flow
+
+    @property
+    def id(self) -> str:
+        """Workflow id."""
+        return self.workflow.id
+
+    @property
+    def version(self) -> int:
+        """Workflow version."""
+        return self.workflow.version
+
+    @property
+    def data_model(self) -> type[BaseModel] | None:
+        """The data document's model, if any."""
+        return self.workflow.data_model
+
+    def target(self, node_id: str, outlet: str) -> str | None:
+        """The node ``outlet`` of ``node_id`` leads to, or None when unconnected."""
+        return self.targets.get((node_id, outlet))

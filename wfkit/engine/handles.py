@@ -1,0 +1,165 @@
+"""``Run``: a handle on one run — status, data, outputs, history, result, explain."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from wfkit.engine.records import Event, RunStatus
+from wfkit.errors import UsageError, WorkflowFailed
+
+if TYPE_CHECKING:
+    from wfkit.engine.engine import Engine
+
+__all__ = ["Run", "humanize"]
+
+
+class Run:
+    """A handle on one run of a workflow; cheap to create, reads the engine on every access.
+
+    ``engine.start(...)`` and ``engine.run(run_id)`` return one.
+    """
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        self._engine = engine
+        self.id = run_id
+
+    def __repr__(self) -> str:
+        return f"Run({self.id!r}, status={self.status.value!r})"
+
+    @property
+    def status(self) -> RunStatus:
+        """Where the run stands now."""
+        return RunStatus(self._engine._state(self.id).status)
+
+    @property
+    def data(self) -> Any:
+        """The data document: a model instance when the workflow declares a model."""
+        state = self._engine._state(self.id)
+        model = state.flow.data_model
+        return model.model_validate(state.data) if model else state.data
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Recorded outputs by node id (by item index inside a for_each)."""
+        return dict(self._engine._state(self.id).outputs)
+
+    @property
+    def workflow_id(self) -> str:
+        """The workflow this run belongs to."""
+        return self._engine._state(self.id).flow.id
+
+    def history(self) -> list[Event]:
+        """Every event of the run, oldest first."""
+        return self._engine._history(self.id)
+
+    def result(self, timeout: float | None = 30.0) -> Any:
+        """Wait until the run ends and return its data; raise ``WorkflowFailed`` if it failed.
+
+        Without background workers, this drives the engine on the calling thread.
+        """
+        status = self._engine._wait_terminal(self.id, timeout)
+        if status == RunStatus.COMPLETED:
+            return self.data
+        state = self._engine._state(self.id)
+        if status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            error = state.error or status.value
+            raise WorkflowFailed(
+                f"run {self.id} of {state.flow.id!r} v{state.flow.version} {status.value}: "
+                f"{_last_line(error)}; see run.history() for every attempt",
+                run_id=self.id,
+                error=error,
+            )
+        raise TimeoutError(
+            f"run {self.id} did not finish within {timeout}s; "
+            f"it is {status.value}: {self.explain()}"
+        )
+
+    def explain(self) -> str:
+        """One sentence on where the run stands."""
+        return self._engine._explain(self.id)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else text
+
+
+def humanize(delta: timedelta) -> str:
+    """``timedelta`` as rough words: ``'2 days'``, ``'3 hours'``, ``'45 seconds'``.
+
+    Examples
+    --------
+    >>> humanize(timedelta(days=2, hours=1))
+    '2 days'
+    """
+    seconds = abs(delta.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    count = round(seconds)
+    return f"{count} second{'s' if count != 1 else ''}"
+
+
+def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: datetime) -> str:
+    """Words for one open bookmark row."""
+    _, token, node_id, kind, name, key, since, deadline, detail = row
+    due = deadline or timers.get(token)
+    when = f" since {since:%H:%M}"
+    if kind == "signal":
+        text = f"waiting for signal {name!r}" + (f" (key {key})" if key else "") + when
+        return text + (f"; times out in {humanize(due - now)}" if due else "")
+    assignees = json.loads(detail or "{}").get("assignees") or []
+    who = f" by {', '.join(assignees)}" if assignees else ""
+    text = f"waiting for approval {node_id!r}{who}{when}"
+    return text + (f"; expires in {humanize(due - now)}" if due else "")
+
+
+def explain(engine: Engine, run_id: str) -> str:
+    """The sentence behind :meth:`Run.explain`."""
+    state = engine._state(run_id)
+    status = RunStatus(state.status)
+    now = engine.clock.now()
+    if status == RunStatus.COMPLETED:
+        return "completed"
+    if status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
+    if status == RunStatus.SUSPENDED:
+        nodes = [t["node"] for t in state.tokens.values() if t["st"] == "suspended"]
+        at = f" at {nodes[0]!r}" if nodes else ""
+        return (
+            f"suspended{at}: {_last_line(state.error or 'an operator must decide')}; "
+            f"resume it with engine.resume({run_id!r}) or cancel it"
+        )
+    parts: list[str] = []
+    marks = engine._store.query("run_bookmarks", [run_id])
+    timers = {row[1]: row[4] for row in engine._store.query("run_timers", [run_id])}
+    parts += [describe_wait(row, timers, now) for row in marks]
+    for _token_id, token in sorted(state.tokens.items()):
+        node = token["node"]
+        if token["st"] == "ready":
+            parts.append(f"running {node!r} (attempt {token['att']})")
+        elif token["st"] == "retry" and token.get("due"):
+            due = datetime.fromisoformat(token["due"])
+            parts.append(f"retrying {node!r} (attempt {token['att']}) in {humanize(due - now)}")
+        elif token["st"] == "timer" and token.get("due"):
+            due = datetime.fromisoformat(token["due"])
+            parts.append(
+                f"waiting on a delay at {node!r} until {due:%Y-%m-%d %H:%M} "
+                f"(in {humanize(due - now)})"
+            )
+    if not parts:
+        return status.value
+    if len(parts) > 3:
+        parts = [*parts[:3], f"and {len(parts) - 3} more"]
+    return "; ".join(parts)
+
+
+def check_known(engine: Engine, run_id: str) -> None:
+    """Raise ``UsageError`` for an unknown run id."""
+    if engine._writer.get_run(run_id) is None:
+        raise UsageError(
+            f"there is no run {run_id!r} in {engine.target!r}; list runs with engine.runs()"
+        )

@@ -1,0 +1,94 @@
+"""Action: run the registered activity, retry with backoff, route the outcome by outlet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.executor import AttemptResult
+from wfkit.engine.merge import merge_result
+from wfkit.engine.nodes import NodeHandler, handles
+
+
+@handles(NodeKind.ACTION)
+class Action(NodeHandler):
+    """A step that runs code: ready on arrival; each attempt's result is checkpointed."""
+
+    def enter(
+        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
+    ) -> None:
+        cp.ready(token_id, attempt=1)
+
+    def on_result(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, result: AttemptResult
+    ) -> None:
+        token = cp.run.tokens[token_id]
+        detail = {"loop_index": token["li"]} if token["li"] is not None else None
+        if result.ok:
+            merge_result(cp, token_id, result)
+            record_output(cp, node_id, token["li"], result.output)
+            cp.event(
+                "step.completed",
+                node_id,
+                token_id,
+                attempt=result.attempt,
+                started_at=result.started_at,
+                output=result.output,
+                detail=detail,
+            )
+            self.succeeded(cp, token_id, node_id, node, result)
+            return
+        retry = (
+            not result.fallback
+            and not result.cancelled
+            and result.attempt < node.policy.max_attempts
+        )
+        info = dict(detail or {})
+        if retry:
+            delay = node.policy.delay_before(result.attempt + 1)
+            info["retry_in_s"] = round(delay.total_seconds(), 3)
+        cp.event(
+            "step.failed",
+            node_id,
+            token_id,
+            attempt=result.attempt,
+            started_at=result.started_at,
+            error=result.error,
+            detail=info or None,
+        )
+        if result.fallback and cp.flow.target(node_id, "fallback") is not None:
+            cp.leave(token_id, node_id, "fallback")
+        elif retry:
+            if delay.total_seconds() <= 0:
+                cp.ready(token_id, attempt=result.attempt + 1)
+            else:
+                cp.set_token(token_id, st="retry", att=result.attempt + 1)
+                cp.start_timer(token_id, "retry", delay)
+        else:
+            cp.fail(token_id, result.error or "failed")
+
+    def succeeded(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, result: AttemptResult
+    ) -> None:
+        """Where the token goes after a successful attempt."""
+        cp.leave(token_id, node_id, "next")
+
+    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+        cp.clear_timer(token_id)
+        attempt = cp.run.tokens[token_id]["att"]
+        cp.event("step.retrying", node_id, token_id, attempt=attempt)
+        cp.ready(token_id)
+
+
+def record_output(cp: Checkpoint, node_id: str, loop_index: int | None, output: Any) -> None:
+    """Keep a step's output: by node, and by item inside a for_each."""
+    if output is None:
+        return
+    if loop_index is None:
+        cp.run.put("outputs", node_id, output)
+        return
+    current = cp.run.outputs.get(node_id)
+    items = dict(current) if isinstance(current, dict) else {}
+    items[str(loop_index)] = output
+    cp.run.put("outputs", node_id, items)

@@ -1,0 +1,75 @@
+"""Decision: a safe expression over the data, or a registered function, picks the outlet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wfkit.definition.expressions import evaluate
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.executor import AttemptResult
+from wfkit.engine.nodes import handles
+from wfkit.engine.nodes.action import Action
+from wfkit.errors import ExpressionError
+
+
+def expression_scope(cp: Checkpoint, token: dict[str, Any]) -> dict[str, Any]:
+    """Names an expression may read besides the data fields: outputs, item, loop_index."""
+    scope: dict[str, Any] = {"outputs": cp.run.outputs}
+    if token["fr"]:
+        frame = cp.run.frames.get(token["fr"][-1][1]) or {}
+        if "items" in frame and token["li"] is not None:
+            scope["item"] = frame["items"][token["li"]]
+            scope["loop_index"] = token["li"]
+    return scope
+
+
+def outlet_for(value: Any, node: Node) -> str | None:
+    """The outlet a decision's value names: booleans pick true/false, strings name outlets."""
+    if isinstance(value, bool):
+        name = "true" if value else "false"
+    elif isinstance(value, str):
+        name = value
+    else:
+        return None
+    return name if name in node.outlets else None
+
+
+@handles(NodeKind.DECISION)
+class Decision(Action):
+    """Expression decisions are taken on arrival; function decisions run as a step."""
+
+    def enter(
+        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
+    ) -> None:
+        if node.activity:
+            cp.ready(token_id, attempt=1)
+            return
+        expression = node.config.expression
+        try:
+            value = evaluate(expression, cp.run.data, extra=expression_scope(cp, token))
+        except ExpressionError as exc:
+            cp.event("step.failed", node_id, token_id, attempt=1, error=str(exc))
+            cp.fail(token_id, str(exc))
+            return
+        self._choose(cp, token_id, node_id, node, value, f"expression {expression!r}")
+
+    def succeeded(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, result: AttemptResult
+    ) -> None:
+        self._choose(cp, token_id, node_id, node, result.output, f"activity {node.activity!r}")
+
+    def _choose(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, value: Any, source: str
+    ) -> None:
+        outlet = outlet_for(value, node)
+        if outlet is None:
+            error = (
+                f"decision {node_id!r}: {source} gave {value!r}, which names none of its "
+                f"outlets ({', '.join(node.outlets)}); return one of those names or a boolean"
+            )
+            cp.event("step.failed", node_id, token_id, error=error)
+            cp.fail(token_id, error)
+            return
+        cp.event("decision.taken", node_id, token_id, detail={"outlet": outlet})
+        cp.leave(token_id, node_id, outlet)

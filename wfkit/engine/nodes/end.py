@@ -1,0 +1,19 @@
+"""End: the token's path ends here (other paths of the run go on)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.nodes import NodeHandler, handles
+
+
+@handles(NodeKind.END)
+class End(NodeHandler):
+    """Ends the path."""
+
+    def enter(
+        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
+    ) -> None:
+        cp.end_path(token_id)

@@ -1,0 +1,29 @@
+"""Parallel: fork one token per branch into a new frame that the paired join gathers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.join import open_frame
+
+
+@handles(NodeKind.PARALLEL)
+class Parallel(NodeHandler):
+    """Every branch outlet gets a token; the frame remembers how many to expect."""
+
+    def enter(
+        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
+    ) -> None:
+        branches = list(node.config.branches)
+        frame_id = open_frame(cp, node_id, token, expected=len(branches))
+        cp.end_path(token_id)
+        cp.event("parallel.forked", node_id, token_id, detail={"branches": branches})
+        for index, branch in enumerate(branches):
+            frame = cp.run.frames.get(frame_id)
+            if frame is None or frame["closed"]:
+                break  # an `any` join already completed on an empty branch
+            target = cp.flow.target(node_id, branch)
+            cp.spawn(target, [*token["fr"], [node_id, frame_id, index]])

@@ -1,0 +1,86 @@
+"""Wait: park on a named signal with a correlation key — one bookmark row, no job, no thread."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from wfkit.definition.expressions import evaluate
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.decision import expression_scope
+from wfkit.errors import ExpressionError
+
+
+def park(
+    cp: Checkpoint,
+    token_id: str,
+    node_id: str,
+    kind: str,
+    name: str,
+    key: str | None,
+    timeout: Any,
+    timer_kind: str,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    """Park a token on a bookmark row, with an optional deadline timer."""
+    cp.set_token(token_id, st="wait")
+    deadline = cp.start_timer(token_id, timer_kind, timeout) if timeout is not None else None
+    cp.bookmarks_add.append(
+        (token_id, node_id, kind, name, key, cp.now, deadline, json.dumps(detail or {}))
+    )
+    info = {"name": name, "key": key, **({"deadline": deadline.isoformat()} if deadline else {})}
+    cp.event(f"{kind}.waiting", node_id, token_id, detail=info)
+
+
+def unpark(cp: Checkpoint, token_id: str) -> None:
+    """The bookmark was consumed (or expired): the token stops waiting."""
+    cp.clear_timer(token_id)
+    cp.set_token(token_id, st="moving")
+
+
+@handles(NodeKind.WAIT)
+class Wait(NodeHandler):
+    """Parks until ``engine.signal(name, key, payload)`` or the timeout, whichever comes first."""
+
+    def enter(
+        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
+    ) -> None:
+        config = node.config
+        key = None
+        if config.correlate:
+            try:
+                value = evaluate(config.correlate, cp.run.data, extra=expression_scope(cp, token))
+            except ExpressionError as exc:
+                cp.event("step.failed", node_id, token_id, error=str(exc))
+                cp.fail(token_id, str(exc))
+                return
+            key = None if value is None else str(value)
+        park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
+
+    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+        cp.bookmarks_del.append(token_id)
+        unpark(cp, token_id)
+        cp.event("signal.elapsed", node_id, token_id)
+        cp.leave(token_id, node_id, "elapsed")
+
+    def on_signal(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, payload: dict[str, Any]
+    ) -> None:
+        """Apply the payload as the node's ``bind`` says, then continue through ``next``."""
+        bind = node.config.bind
+        ops = []
+        if isinstance(bind, dict):
+            for field_name, target in bind.items():
+                if field_name in payload:
+                    path = "/" + "/".join(
+                        p.replace("~", "~0").replace("/", "~1") for p in target.split(".")
+                    )
+                    ops.append({"op": "add", "path": path, "value": payload[field_name]})
+        unpark(cp, token_id)
+        cp.run.apply_patch(ops)
+        if payload:
+            cp.run.put("outputs", node_id, payload)
+        cp.event("signal.received", node_id, token_id, output=payload or None)
+        cp.leave(token_id, node_id, "next")

@@ -1,0 +1,82 @@
+"""Value objects the engine hands out: statuses, runs, events, waits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["Event", "RunInfo", "RunStatus", "WaitInfo"]
+
+
+class RunStatus(StrEnum):
+    """Where a run stands."""
+
+    PENDING = "pending"  # admitted, nothing advanced yet
+    RUNNING = "running"  # has steps ready or in flight
+    WAITING = "waiting"  # parked on signals, approvals or timers only
+    SUSPENDED = "suspended"  # parked for an operator
+    COMPENSATING = "compensating"  # unwinding a saga
+    COMPLETED = "completed"  # finished; every path ended
+    FAILED = "failed"  # ended by a failure
+    CANCELLED = "cancelled"  # ended by an operator
+
+    @property
+    def terminal(self) -> bool:
+        """True for completed, failed and cancelled."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of a run's history (``wf_events``)."""
+
+    run_id: str
+    seq: int
+    at: datetime
+    kind: str
+    node_id: str | None = None
+    token: str | None = None
+    attempt: int | None = None
+    started_at: datetime | None = None
+    actor: str | None = None
+    error: str | None = None
+    output: Any = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        where = f" {self.node_id}" if self.node_id else ""
+        attempt = f" (attempt {self.attempt})" if self.attempt else ""
+        who = f" by {self.actor}" if self.actor else ""
+        error = f": {self.error.strip().splitlines()[-1]}" if self.error else ""
+        return f"{self.at:%H:%M:%S} {self.kind}{where}{attempt}{who}{error}"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run's summary row (``wf_instances``)."""
+
+    run_id: str
+    workflow_id: str
+    version: int
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None = None
+    error: str | None = None
+    parent_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WaitInfo:
+    """An open wait or approval (``wf_bookmarks``)."""
+
+    run_id: str
+    node_id: str
+    kind: str
+    name: str
+    key: str | None
+    since: datetime
+    deadline: datetime | None
+    detail: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,315 @@
+"""Dispatching ready steps: inline (``run_until_idle``) or on worker threads with a writer thread.
+
+Workers only run activities; they hand results to the writer, which commits everything that is
+ready in one transaction and then releases the next steps. The writer sleeps until the next timer
+is due or a result arrives — there is no polling loop — and a ``ManualClock`` wakes it on advance.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from wfkit.definition.activities import ActivityRegistry
+from wfkit.engine.clock import Clock
+from wfkit.engine.executor import AttemptResult, Job, run_attempt
+from wfkit.engine.state import RunState
+from wfkit.engine.writer import Released, Writer
+from wfkit.errors import StoreError, UsageError
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger("wfkit.engine")
+
+_WAKE = object()
+_STOP = object()
+
+
+class Scheduler:
+    """The ready queue, the workers, and the loop that feeds the writer."""
+
+    def __init__(
+        self, writer: Writer, clock: Clock, registry: ActivityRegistry, batch_size: int = 256
+    ) -> None:
+        self.writer = writer
+        self.clock = clock
+        self.registry = registry
+        self.batch_size = batch_size
+        self.ready: deque[Job] = deque()
+        self.blocked: list[tuple[RunState, str]] = []
+        self.inflight: dict[tuple[str, str], Job] = {}
+        self.heartbeats: dict[tuple[str, str], datetime] = {}
+        self.pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="wfkit-attempt")
+        self.changed = threading.Condition()
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._busy = 0
+        clock.subscribe(self.wake)
+
+    # --- jobs -----------------------------------------------------------------------------------
+
+    def make_job(self, run: RunState, token_id: str) -> Job | None:
+        """A job for the token's step, or None when its activity is not registered here."""
+        token = run.tokens[token_id]
+        node = run.flow.nodes[token["node"]]
+        name = node.activity or ""
+        if name not in self.registry:
+            return None
+        item = None
+        if token["li"] is not None and token["fr"]:
+            frame = run.frames.get(token["fr"][-1][1]) or {}
+            items = frame.get("items")
+            item = items[token["li"]] if items is not None else None
+        timeout = node.policy.attempt_timeout
+        key = (run.run_id, token_id)
+        return Job(
+            run.run_id,
+            token_id,
+            token["node"],
+            token["att"],
+            self.registry.get(name),
+            name,
+            run.flow.id,
+            run.flow.version,
+            run.data_json(),
+            run.data_version,
+            run.flow.data_model,
+            dict(run.outputs),
+            token["li"],
+            item,
+            timeout.total_seconds() if timeout else None,
+            heartbeat=lambda: self.heartbeats.__setitem__(key, self.clock.now()),
+        )
+
+    def release(self, released: Released) -> None:
+        """Queue the steps a commit made ready; cancel attempts it made moot."""
+        for run_id, token_id in released.cancel:
+            job = self.inflight.get((run_id, token_id))
+            if job is not None:
+                job.cancel.set()
+        for run, token_id in released.dispatch:
+            self._enqueue(run, token_id)
+        with self.changed:
+            self.changed.notify_all()
+
+    def _enqueue(self, run: RunState, token_id: str) -> None:
+        job = self.make_job(run, token_id)
+        if job is None:
+            self.blocked.append((run, token_id))
+            return
+        self.inflight[(job.run_id, job.token_id)] = job
+        if self._threads:
+            self._jobs.put(job)
+        else:
+            self.ready.append(job)
+
+    def retry_blocked(self) -> None:
+        """Queue steps whose activity has been registered since they became ready."""
+        blocked, self.blocked = self.blocked, []
+        for run, token_id in blocked:
+            token = run.tokens.get(token_id)
+            if (
+                token is not None
+                and token["st"] == "ready"
+                and self.writer.runs.get(run.run_id) is run
+            ):
+                self._enqueue(run, token_id)
+
+    # --- one round ------------------------------------------------------------------------------
+
+    def process(
+        self, results: list[AttemptResult], commands: Sequence[Callable[[Writer], None]] = ()
+    ) -> None:
+        """Apply results, fire due timers and run commands, commit once, release."""
+        writer = self.writer
+        with writer.lock:
+            for result in results:
+                self.inflight.pop((result.run_id, result.token_id), None)
+                self.heartbeats.pop((result.run_id, result.token_id), None)
+                writer.apply_result(result)
+            for due, run_id, token_id, kind in writer.timers.pop_due(self.clock.now()):
+                writer.fire_timer(due, run_id, token_id, kind)
+            for command in commands:
+                command(writer)
+            released = self._commit_with_retry()
+        self.release(released)
+
+    def _commit_with_retry(self) -> Released:
+        delay = 0.05
+        for attempt in range(6):
+            try:
+                return self.writer.commit()
+            except StoreError:
+                if attempt == 5:
+                    raise
+                log.warning("store write failed; the steps will run again", exc_info=True)
+                time.sleep(delay)
+                delay *= 2
+                self._reload_lost()
+        raise AssertionError("unreachable")
+
+    def _reload_lost(self) -> None:
+        """After a failed write, runs dropped from memory come back from the store."""
+        for (run_id, _token), _job in list(self.inflight.items()):
+            if run_id not in self.writer.runs:
+                self.inflight.pop((run_id, _token), None)
+        for run, token_id in self.writer.recover():
+            if (run.run_id, token_id) not in self.inflight:
+                self._enqueue(run, token_id)
+
+    # --- inline driving -------------------------------------------------------------------------
+
+    def run_until_idle(self, timeout: float | None = None) -> None:
+        """Run ready steps and due timers on this thread until nothing is left to do now.
+
+        With ``timeout`` (seconds), also wait for timers due within it (real clock only).
+        """
+        if self._threads:
+            self.wait_idle(timeout)
+            return
+        deadline = time.monotonic() + timeout if timeout else None
+        self.retry_blocked()
+        while True:
+            jobs = [self.ready.popleft() for _ in range(min(self.batch_size, len(self.ready)))]
+            now = self.clock.now()
+            due = self.writer.timers.next_due()
+            if not jobs and (due is None or due > now):
+                if deadline is None or due is None or self.clock.manual:
+                    break
+                wait = (due - now).total_seconds()
+                if time.monotonic() + wait > deadline:
+                    break
+                time.sleep(max(wait, 0))
+                continue
+            results = [run_attempt(job, self.clock.now, self.pool) for job in jobs]
+            self.process(results)
+        self.writer.flush_summaries()
+        if self.blocked:
+            names = sorted(
+                {
+                    run.flow.nodes[run.tokens[t]["node"]].activity or "?"
+                    for run, t in self.blocked
+                    if t in run.tokens
+                }
+            )
+            log.warning(
+                "steps wait for activities not registered in this process: %s", ", ".join(names)
+            )
+
+    # --- threads --------------------------------------------------------------------------------
+
+    def start(self, threads: int) -> None:
+        """Start ``threads`` workers and the writer thread."""
+        if self._threads:
+            raise UsageError("workers are already running; call engine.stop() first")
+        if threads < 1:
+            raise UsageError(f"threads must be 1 or more, got {threads}")
+        for _ in range(threads):
+            self._threads.append(
+                threading.Thread(target=self._work, name="wfkit-worker", daemon=True)
+            )
+        writer = threading.Thread(target=self._write_loop, name="wfkit-writer", daemon=True)
+        self._threads.append(writer)
+        while self.ready:
+            self._jobs.put(self.ready.popleft())
+        for thread in self._threads:
+            thread.start()
+        self.retry_blocked()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the workers after their current attempts, then the writer."""
+        if not self._threads:
+            return
+        workers = [t for t in self._threads if t.name == "wfkit-worker"]
+        for _ in workers:
+            self._jobs.put(_STOP)
+        for t in workers:
+            t.join(timeout)
+        self._results.put(_STOP)
+        for t in self._threads:
+            t.join(timeout)
+        self._threads = []
+        while True:  # jobs not started go back to the inline queue
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not _STOP:
+                self.ready.append(job)
+        self.writer.flush_summaries()
+
+    @property
+    def running(self) -> bool:
+        """True while worker threads run."""
+        return bool(self._threads)
+
+    def wake(self) -> None:
+        """Wake the writer thread (a nearer timer, or the manual clock moved)."""
+        if self._threads:
+            self._results.put(_WAKE)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            self._results.put(run_attempt(job, self.clock.now, self.pool))
+
+    def _write_loop(self) -> None:
+        while True:
+            timeout = self._sleep_for()
+            try:
+                first = self._results.get(timeout=timeout)
+            except queue.Empty:
+                first = _WAKE
+            items = [first]
+            while len(items) < self.batch_size * 4:
+                try:
+                    items.append(self._results.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(i is _STOP for i in items)
+            results = [i for i in items if isinstance(i, AttemptResult)]
+            try:
+                self.process(results)
+                if self._results.empty():
+                    self.writer.flush_summaries()
+            except Exception:
+                log.exception("the writer failed to commit; it will try again")
+            with self.changed:
+                self.changed.notify_all()
+            if stop:
+                return
+
+    def _sleep_for(self) -> float | None:
+        due = self.writer.timers.next_due()
+        if due is None:
+            return None
+        now = self.clock.now()
+        if due <= now:
+            return 0.0
+        return None if self.clock.manual else (due - now).total_seconds()
+
+    def idle(self) -> bool:
+        """True when nothing is queued, in flight or due."""
+        due = self.writer.timers.next_due()
+        return not self.inflight and not self.ready and (due is None or due > self.clock.now())
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until the workers are idle (or ``timeout`` passes); True when idle."""
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        with self.changed:
+            while not self.idle():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self.changed.wait(left if left is not None else 1.0)
+        return True

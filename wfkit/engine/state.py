@@ -1,0 +1,157 @@
+"""A run's cursor and data, kept in memory while the run is active, and its change log.
+
+The cursor is four small maps — ``tokens`` (where each token stands), ``frames`` (open parallel
+and for_each scopes with their join counts), ``visits`` (per node and scope) and ``outputs`` —
+plus a token counter and the status. Every change goes through :meth:`RunState.put` /
+:meth:`RunState.drop`, which record it, so a checkpoint writes just the changes (the *delta*)
+and recovery replays deltas onto the last snapshot. Code is never replayed, only these changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from wfkit.engine.flows import CompiledFlow
+
+__all__ = ["RunState"]
+
+_MAPS = ("tokens", "frames", "visits", "outputs")
+
+
+@dataclass
+class RunState:
+    """The live state of one run."""
+
+    run_id: str
+    flow: CompiledFlow
+    data: dict[str, Any]
+    status: str = "pending"
+    error: str | None = None
+    seq: int = 0
+    counter: int = 0
+    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
+    frames: dict[str, dict[str, Any]] = field(default_factory=dict)
+    visits: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    data_version: int = 0  # bumped on every data change; jobs remember the version they saw
+    _data_json: str | None = field(default=None, repr=False)
+    # changes since the last checkpoint
+    _set: dict[str, Any] = field(default_factory=dict, repr=False)
+    _del: set[str] = field(default_factory=set, repr=False)
+    _patch: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    # --- recorded changes -----------------------------------------------------------------------
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        """Set ``tokens``/``frames``/``visits``/``outputs`` entry ``key`` (recorded)."""
+        getattr(self, kind)[key] = value
+        path = f"{kind}:{key}"
+        self._set[path] = value
+        self._del.discard(path)
+
+    def drop(self, kind: str, key: str) -> None:
+        """Remove an entry (recorded)."""
+        getattr(self, kind).pop(key, None)
+        path = f"{kind}:{key}"
+        self._set.pop(path, None)
+        self._del.add(path)
+
+    def set_status(self, status: str, error: str | None = None) -> None:
+        """Change the run's status (recorded)."""
+        self.status = status
+        self.error = error
+        self._set["status"] = status
+        self._set["error"] = error
+
+    def next_id(self, prefix: str = "t") -> str:
+        """A new id unique in this run (``t1``, ``t2``...)."""
+        self.counter += 1
+        self._set["counter"] = self.counter
+        return f"{prefix}{self.counter}"
+
+    def apply_patch(self, ops: list[dict[str, Any]]) -> None:
+        """Apply JSON Patch operations to the data document (recorded)."""
+        if ops:
+            jsonpatch.apply_patch(self.data, ops, in_place=True)
+            self.record_patch(ops)
+
+    def record_patch(self, ops: list[dict[str, Any]]) -> None:
+        """Record operations already applied to ``data`` in place."""
+        if ops:
+            self._patch.extend(ops)
+            self.data_version += 1
+            self._data_json = None
+
+    def data_json(self) -> str:
+        """The data document as JSON text, cached until the next change (jobs copy from it)."""
+        if self._data_json is None:
+            self._data_json = json.dumps(self.data, separators=(",", ":"))
+        return self._data_json
+
+    @property
+    def dirty(self) -> bool:
+        """True when there are changes not yet taken by :meth:`take_changes`."""
+        return bool(self._set or self._del or self._patch)
+
+    def take_changes(self) -> tuple[str | None, str | None]:
+        """The recorded delta and patch as JSON text (None when empty), and forget them."""
+        delta = None
+        if self._set or self._del:
+            delta = json.dumps({"s": self._set, "d": sorted(self._del)}, separators=(",", ":"))
+        patch = json.dumps(self._patch, separators=(",", ":")) if self._patch else None
+        self._set, self._del, self._patch = {}, set(), []
+        return delta, patch
+
+    # --- snapshots and replay -----------------------------------------------------------------
+
+    def snapshot(self) -> str:
+        """The whole cursor (not the data) as JSON text, stored on the run's summary row."""
+        return json.dumps(
+            {
+                "status": self.status,
+                "error": self.error,
+                "counter": self.counter,
+                **{kind: getattr(self, kind) for kind in _MAPS},
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def restore(
+        cls, run_id: str, flow: CompiledFlow, data: dict[str, Any], state: str | None, seq: int
+    ) -> RunState:
+        """Rebuild from a snapshot (``None`` for a run that never had one)."""
+        run = cls(run_id, flow, data, seq=seq)
+        if state:
+            raw = json.loads(state)
+            run.status, run.error, run.counter = raw["status"], raw.get("error"), raw["counter"]
+            for kind in _MAPS:
+                setattr(run, kind, raw.get(kind) or {})
+        return run
+
+    def replay(self, seq: int, delta: str | None, patch: str | None) -> None:
+        """Fold one logged checkpoint row into the state (no code runs)."""
+        if patch:
+            jsonpatch.apply_patch(self.data, json.loads(patch), in_place=True)
+            self.data_version += 1
+            self._data_json = None
+        if delta:
+            changes = json.loads(delta)
+            for path, value in changes["s"].items():
+                if path == "status":
+                    self.status = value
+                elif path == "error":
+                    self.error = value
+                elif path == "counter":
+                    self.counter = value
+                else:
+                    kind, _, key = path.partition(":")
+                    getattr(self, kind)[key] = value
+            for path in changes["d"]:
+                kind, _, key = path.partition(":")
+                getattr(self, kind).pop(key, None)
+        self.seq = max(self.seq, seq)

@@ -1,0 +1,303 @@
+"""The single writer: turns attempt results, fired timers and commands into checkpoints.
+
+Everything that changes a run passes through :meth:`Writer.commit` under one lock: node handlers
+update the runs in memory, the checkpoints of the whole batch become one transaction of
+multi-row statements, and only once it is durable are the next steps released. A run that only
+waits (signals, approvals, timers) is written as a snapshot and dropped from memory, so a parked
+run costs its rows and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from wfkit.definition.workflow import Workflow
+from wfkit.engine.checkpoint import Checkpoint, dumps
+from wfkit.engine.executor import AttemptResult
+from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.nodes import NodeHandler, load_all
+from wfkit.engine.records import RunStatus
+from wfkit.engine.state import RunState
+from wfkit.engine.timers import TimerHeap
+from wfkit.errors import StoreError, UsageError
+from wfkit.store.base import Statement, Store
+
+__all__ = ["Released", "Writer"]
+
+log = logging.getLogger("wfkit.engine")
+
+Command = Callable[["Writer"], None]
+
+
+@dataclass
+class Released:
+    """What a commit made ready: steps to dispatch and attempts to cancel."""
+
+    dispatch: list[tuple[RunState, str]] = field(default_factory=list)
+    cancel: list[tuple[str, str]] = field(default_factory=list)
+    changed: set[str] = field(default_factory=set)
+
+
+class Writer:
+    """Owns the runs in memory, the timer heap and every write to the store."""
+
+    def __init__(self, store: Store, now: Callable[[], datetime]) -> None:
+        self.store = store
+        self.now = now
+        self.lock = threading.RLock()
+        self.handlers: dict[str, NodeHandler] = load_all()
+        self.runs: dict[str, RunState] = {}
+        self.flows: dict[tuple[str, int, str], CompiledFlow] = {}
+        self.timers = TimerHeap()
+        self.dirty: set[str] = set()
+        self._batch: dict[str, Checkpoint] = {}
+        self._new_instances: list[tuple[Any, ...]] = []
+        self._pending_timers: list[tuple[Any, ...]] = []
+
+    # --- definitions and runs -------------------------------------------------------------------
+
+    def flow(self, workflow_id: str, version: int, digest: str) -> CompiledFlow:
+        """The compiled workflow a run pinned."""
+        key = (workflow_id, version, digest)
+        if key not in self.flows:
+            raise UsageError(
+                f"workflow {workflow_id!r} v{version} ({digest[:12]}) is not in this store; "
+                "register it before running"
+            )
+        return self.flows[key]
+
+    def add_flow(self, workflow: Workflow) -> CompiledFlow:
+        """Compile and remember a workflow."""
+        flow = CompiledFlow.compile(workflow)
+        self.flows[(flow.id, flow.version, flow.hash)] = flow
+        return flow
+
+    def get_run(self, run_id: str) -> RunState | None:
+        """The run in memory, or loaded from its snapshot and later checkpoints; None if unknown."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            return run
+        rows = self.store.query("run_row", [run_id])
+        if not rows:
+            return None
+        row = rows[0]
+        flow = self.flow(row[1], row[2], row[3])
+        data = json.loads(row[6] or row[5])
+        run = RunState.restore(run_id, flow, data, row[7], row[8])
+        run.status = row[4] if not row[7] else run.status
+        for _, seq, patch, delta, *_rest in self.store.query("run_events_after", [run_id, row[8]]):
+            run.replay(seq, delta, patch)
+        return run
+
+    def recover(self) -> list[tuple[RunState, str]]:
+        """Load every live run after a restart; return the steps to dispatch again."""
+        for row in self.store.query("timers"):
+            self.timers.push(row[4], row[0], row[1], row[3])
+        live: dict[str, RunState] = {}
+        for run_id, wid, version, digest, status, input_json, state, seq in self.store.query(
+            "live_runs"
+        ):
+            try:
+                flow = self.flow(wid, version, digest)
+            except UsageError:
+                log.warning(
+                    "run %s: workflow %s v%s is missing; left as it is", run_id, wid, version
+                )
+                continue
+            data_rows = self.store.query("run_row", [run_id])
+            data = json.loads(data_rows[0][6] or input_json)
+            run = RunState.restore(run_id, flow, data, state, seq)
+            if not state:
+                run.status = status
+            live[run_id] = run
+        for run_id, seq, patch, delta, *_rest in self.store.query("live_events"):
+            if run_id in live:
+                live[run_id].replay(seq, delta, patch)
+        ready: list[tuple[RunState, str]] = []
+        for run in live.values():
+            steps = [t for t, tok in run.tokens.items() if tok["st"] in ("ready", "running")]
+            if steps and run.status not in (RunStatus.SUSPENDED.value,):
+                self.runs[run.run_id] = run
+                ready += [(run, t) for t in steps]
+        return ready
+
+    # --- checkpoints ----------------------------------------------------------------------------
+
+    def checkpoint(self, run: RunState, actor: str | None = None) -> Checkpoint:
+        """The checkpoint of ``run`` in the batch being built (one per run per batch)."""
+        cp = self._batch.get(run.run_id)
+        if cp is None:
+            cp = Checkpoint(run, self.now(), self.handlers, actor)
+            self._batch[run.run_id] = cp
+        elif actor is not None:
+            cp.actor = actor
+        return cp
+
+    def add_instance(self, row: tuple[Any, ...]) -> None:
+        """A new run's summary row, written with its first checkpoint."""
+        self._new_instances.append(row)
+
+    def apply_result(self, result: AttemptResult) -> None:
+        """Fold an attempt's result into its run (stale results are dropped)."""
+        run = self.runs.get(result.run_id)
+        token = run.tokens.get(result.token_id) if run else None
+        if run is None or token is None or token["att"] != result.attempt or token["st"] != "ready":
+            return
+        node = run.flow.nodes[result.node_id]
+        cp = self.checkpoint(run)
+        self.handlers[node.kind.value].on_result(cp, result.token_id, result.node_id, node, result)
+
+    def fire_timer(self, due: datetime, run_id: str, token_id: str, kind: str) -> None:
+        """A timer came due: let the token's node handle it (stale timers are dropped)."""
+        run = self.get_run(run_id)
+        token = run.tokens.get(token_id) if run else None
+        if run is None or token is None or token.get("timer") != kind:
+            return
+        if token.get("due") and datetime.fromisoformat(token["due"]) > due:
+            return
+        if RunStatus(run.status).terminal:
+            return
+        self.runs.setdefault(run_id, run)
+        node = run.flow.nodes[token["node"]]
+        cp = self.checkpoint(run)
+        self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
+
+    def commit(self) -> Released:
+        """Write the batch in one transaction; then release what it made ready."""
+        batch, self._batch = self._batch, {}
+        instances, self._new_instances = self._new_instances, []
+        for cp in batch.values():
+            cp.settle_status()
+        statements = self._statements(batch.values(), instances)
+        try:
+            self.store.write(statements)
+        except StoreError:
+            for run_id in batch:  # memory ran ahead of the store: reload from the store
+                self.runs.pop(run_id, None)
+            raise
+        return self._release(batch.values())
+
+    def _statements(
+        self, batch: Iterable[Checkpoint], instances: list[tuple[Any, ...]]
+    ) -> list[Statement]:
+        events, updates = Statement("insert_event"), Statement("update_instance")
+        gone = Statement("delete_jobs")
+        timer_ops: dict[tuple[str, str, str], tuple[str, tuple[Any, ...]]] = {}
+        mark_ops: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
+        for cp in batch:
+            run = cp.run
+            delta, patch = run.take_changes()
+            if (delta or patch) and not cp.events:
+                cp.event("checkpoint")
+            for i, ev in enumerate(cp.events):
+                run.seq += 1
+                events.rows.append(
+                    (
+                        run.run_id,
+                        run.seq,
+                        cp.now,
+                        ev.kind,
+                        ev.node_id,
+                        ev.token,
+                        ev.attempt,
+                        ev.started_at,
+                        ev.actor,
+                        ev.error,
+                        dumps(ev.output),
+                        patch if i == 0 else None,
+                        delta if i == 0 else None,
+                        dumps(ev.detail),
+                    )
+                )
+            if cp.status_changed or run.status != RunStatus.RUNNING.value:
+                updates.rows.append(self._summary(run, cp.now))
+                self.dirty.discard(run.run_id)
+                if run.status != RunStatus.RUNNING.value:
+                    gone.rows.append((run.run_id,))
+            else:
+                self.dirty.add(run.run_id)
+            for token_id, kind in cp.timers_del:
+                timer_ops[(run.run_id, token_id, kind)] = ("del", (run.run_id, token_id, kind))
+            for token_id, node_id, kind, due in cp.timers_add:
+                timer_ops[(run.run_id, token_id, kind)] = (
+                    "add",
+                    (run.run_id, token_id, node_id, kind, due),
+                )
+            for token_id in cp.bookmarks_del:
+                mark_ops[(run.run_id, token_id)] = ("del", (run.run_id, token_id))
+            for row in cp.bookmarks_add:
+                mark_ops[(run.run_id, row[0])] = ("add", (run.run_id, *row))
+        statements = [Statement("insert_instance", instances), events]
+        statements.append(Statement("delete_timer", [k for k in timer_ops]))
+        statements.append(
+            Statement("insert_timer", [r for op, r in timer_ops.values() if op == "add"])
+        )
+        statements.append(Statement("delete_bookmark", [k for k in mark_ops]))
+        statements.append(
+            Statement("insert_bookmark", [r for op, r in mark_ops.values() if op == "add"])
+        )
+        statements += [updates, gone]
+        self._pending_timers = [r for op, r in timer_ops.values() if op == "add"]
+        return statements
+
+    def _summary(self, run: RunState, now: datetime) -> tuple[Any, ...]:
+        ended = now if RunStatus(run.status).terminal else None
+        return (
+            run.status,
+            run.data_json(),
+            run.snapshot(),
+            run.seq,
+            run.error,
+            now,
+            ended,
+            run.run_id,
+        )
+
+    def _release(self, batch: Iterable[Checkpoint]) -> Released:
+        released = Released()
+        for row in self._pending_timers:
+            self.timers.push(row[4], row[0], row[1], row[3])
+        self._pending_timers = []
+        for cp in batch:
+            run = cp.run
+            released.changed.add(run.run_id)
+            released.cancel += [(run.run_id, t) for t in cp.cancel]
+            for token_id in cp.dispatch:
+                token = run.tokens.get(token_id)
+                if token is not None and token["st"] == "ready":
+                    released.dispatch.append((run, token_id))
+            if run.status == RunStatus.RUNNING.value:
+                self.runs[run.run_id] = run
+            else:
+                self.runs.pop(run.run_id, None)  # parked or ended: its rows hold it now
+                self.dirty.discard(run.run_id)
+        return released
+
+    def flush_summaries(self) -> None:
+        """Write the summary rows of running runs whose checkpoints moved them on."""
+        with self.lock:
+            runs = [self.runs[r] for r in self.dirty if r in self.runs]
+            self.dirty.clear()
+            if not runs:
+                return
+            now = self.now()
+            jobs = Statement("insert_job")
+            for run in runs:
+                for token_id, t in run.tokens.items():
+                    if t["st"] in ("ready", "running", "retry"):
+                        jobs.rows.append(
+                            (run.run_id, token_id, t["node"], t["st"], t["att"], t["li"], now, None)
+                        )
+            self.store.write(
+                [
+                    Statement("update_instance", [self._summary(run, now) for run in runs]),
+                    Statement("delete_jobs", [(run.run_id,) for run in runs]),
+                    jobs,
+                ]
+            )

@@ -1,0 +1,25 @@
+"""Stores: the ``Store`` protocol and its backends; SQL lives in ``sql/*.sql``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfkit.errors import UsageError
+from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
+
+__all__ = ["TERMINAL_STATUSES", "Statement", "Store", "open_store"]
+
+
+def open_store(target: str | Path) -> Store:
+    """Open the store ``target`` names: a DuckDB path or ``:memory:`` (PostgreSQL URLs later).
+
+    The backend's driver is imported only when it is used.
+    """
+    text = str(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            "PostgreSQL stores are not available in this version of wfkit; use a DuckDB file path"
+        )
+    from wfkit.store.duckdb import DuckDBStore
+
+    return DuckDBStore(text)

@@ -1,0 +1,43 @@
+"""The ``Store`` protocol: what the engine needs from a database, and nothing more.
+
+Domain logic stays in the engine. A store opens and migrates its schema, runs a list of
+statements atomically (retrying write conflicts, which never count against an activity's
+attempts), answers named queries, and runs a user's SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["TERMINAL_STATUSES", "Statement", "Store"]
+
+TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+
+
+@dataclass
+class Statement:
+    """One named statement and its rows; several rows of an INSERT go in one statement."""
+
+    name: str
+    rows: list[Any] = field(default_factory=list)
+    returning: bool = False
+
+
+class Store(Protocol):
+    """A backend that keeps wfkit's tables."""
+
+    url: str
+
+    def close(self) -> None:
+        """Release the database (and its file lock)."""
+
+    def write(self, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+        """Run ``statements`` in one transaction; return the rows of ``returning`` ones."""
+
+    def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of the named query."""
+
+    def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
+        """Run a user's SQL and return the backend's result object."""

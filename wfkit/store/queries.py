@@ -1,0 +1,46 @@
+"""Named SQL blocks from ``sql/queries.sql`` and ordered migrations from ``sql/migrations``."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+__all__ = ["migrations", "query", "values_rows"]
+
+_NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
+
+
+@cache
+def _blocks() -> dict[str, str]:
+    text = resources.files("wfkit.store").joinpath("sql/queries.sql").read_text()
+    parts = _NAME.split(text)
+    return {
+        name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+
+
+def query(name: str) -> str:
+    """The SQL of the block called ``name``."""
+    return _blocks()[name]
+
+
+@cache
+def migrations() -> list[tuple[int, str]]:
+    """``(version, sql)`` of every migration file, in order (``0001_initial.sql`` is 1)."""
+    folder = resources.files("wfkit.store").joinpath("sql/migrations")
+    found = []
+    for item in folder.iterdir():
+        if item.name.endswith(".sql"):
+            found.append((int(item.name.split("_", 1)[0]), item.read_text()))
+    return sorted(found)
+
+
+@cache
+def values_rows(name: str, rows: int) -> str:
+    """The INSERT ``name`` rewritten for ``rows`` rows in one statement (placeholders only)."""
+    sql = query(name)
+    head, sep, tail = sql.rpartition("VALUES")
+    if not sep:
+        raise ValueError(f"query {name!r} is not an INSERT ... VALUES")
+    return f"{head}VALUES {', '.join([tail.strip()] * rows)}"

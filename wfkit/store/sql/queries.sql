@@ -1,0 +1,109 @@
+-- Named queries, loaded once by wfkit.store.queries. A block starts with "-- name: NAME".
+
+-- name: schema_version
+SELECT max(version) FROM wf_schema_version;
+
+-- name: record_schema_version
+INSERT INTO wf_schema_version (version, applied_at) VALUES (?, ?);
+
+-- name: insert_definition
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: definitions
+SELECT workflow_id, version, hash, graph, data_model, registered_at
+FROM wf_definitions ORDER BY workflow_id, version, registered_at;
+
+-- name: runs_in_flight
+SELECT count(*) FROM wf_instances
+WHERE workflow_id = ? AND version = ? AND hash <> ?
+  AND status NOT IN ('completed', 'failed', 'cancelled');
+
+-- name: insert_instance
+INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
+                          error, created_at, updated_at, ended_at, parent_run_id, actor)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: update_instance
+UPDATE wf_instances
+SET status = ?, data = ?, state = ?, seq = ?, error = ?, updated_at = ?, ended_at = ?
+WHERE run_id = ?;
+
+-- name: insert_event
+INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error,
+                       output, patch, delta, detail)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: insert_bookmark
+INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: delete_bookmark
+DELETE FROM wf_bookmarks WHERE run_id = ? AND token = ?;
+
+-- name: insert_timer
+INSERT INTO wf_timers (run_id, token, node_id, kind, due_at) VALUES (?, ?, ?, ?, ?);
+
+-- name: delete_timer
+DELETE FROM wf_timers WHERE run_id = ? AND token = ? AND kind = ?;
+
+-- name: delete_jobs
+DELETE FROM wf_jobs WHERE run_id = ?;
+
+-- name: insert_job
+INSERT INTO wf_jobs (run_id, token, node_id, status, attempt, loop_index, updated_at, heartbeat_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: live_runs
+SELECT run_id, workflow_id, version, hash, status, input, state, seq
+FROM wf_instances
+WHERE status NOT IN ('completed', 'failed', 'cancelled');
+
+-- name: live_events
+SELECT e.run_id, e.seq, e.patch, e.delta, e.output, e.node_id, e.detail
+FROM wf_events e JOIN wf_instances i ON i.run_id = e.run_id
+WHERE i.status NOT IN ('completed', 'failed', 'cancelled') AND e.seq > i.seq
+ORDER BY e.run_id, e.seq;
+
+-- name: run_row
+SELECT run_id, workflow_id, version, hash, status, input, data, state, seq, error,
+       created_at, updated_at, ended_at, parent_run_id, actor
+FROM wf_instances WHERE run_id = ?;
+
+-- name: run_events_after
+SELECT run_id, seq, patch, delta, output, node_id, detail
+FROM wf_events WHERE run_id = ? AND seq > ? ORDER BY seq;
+
+-- name: run_history
+SELECT run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error, output, detail
+FROM wf_events WHERE run_id = ? ORDER BY seq;
+
+-- name: timers
+SELECT run_id, token, node_id, kind, due_at FROM wf_timers ORDER BY due_at;
+
+-- name: bookmarks
+SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
+FROM wf_bookmarks ORDER BY since;
+
+-- name: consume_bookmark
+DELETE FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NOT DISTINCT FROM ?
+RETURNING run_id, token, node_id, kind, name, key, since, deadline, detail;
+
+-- name: find_bookmark
+SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
+FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NOT DISTINCT FROM ?
+ORDER BY since LIMIT 1;
+
+-- name: run_bookmarks
+SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
+FROM wf_bookmarks WHERE run_id = ? ORDER BY since;
+
+-- name: run_timers
+SELECT run_id, token, node_id, kind, due_at FROM wf_timers WHERE run_id = ? ORDER BY due_at;
+
+-- name: list_runs
+SELECT run_id, workflow_id, version, status, created_at, updated_at, ended_at, error, parent_run_id
+FROM wf_instances
+WHERE (CAST(? AS VARCHAR) IS NULL OR status = ?) AND (CAST(? AS VARCHAR) IS NULL OR workflow_id = ?)
+ORDER BY created_at DESC, run_id
+LIMIT ?;
