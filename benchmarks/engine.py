@@ -74,19 +74,36 @@ def w5(tmp: Path) -> dict[str, object]:
         row[1] = i
         con.execute(sql, row)
     single = n / (time.perf_counter() - t)
-    batch_sql = sql.rpartition("VALUES")[0] + "VALUES " + ", ".join(["(" + ", ".join("?" * 14) + ")"] * 100)
     batches = 100
+    batch_sql = sql.rpartition("VALUES")[0] + "VALUES " + ", ".join(["(" + ", ".join("?" * 14) + ")"] * 100)
     t = time.perf_counter()
     for b in range(batches):
-        flat = []
+        flat: list[object] = []
         for i in range(100):
-            flat += ["r", b * 100 + i, now, "step.completed", "bench.noop", "t1", 1, now, None, None, None, None, delta, None]
+            flat += ["r", b * 100 + i, now, "step.completed", "bench.noop", "t1", 1, now,
+                     None, None, None, None, delta, None]
         con.execute("BEGIN")
         con.execute(batch_sql, flat)
         con.execute("COMMIT")
-    batched = batches * 100 / (time.perf_counter() - t)
+    values_rate = batches * 100 / (time.perf_counter() - t)
+    # the same rows as one column-wise statement (lists bound as parameters)
+    types = ["VARCHAR", "BIGINT", "TIMESTAMP", "VARCHAR", "VARCHAR", "VARCHAR", "INTEGER",
+             "TIMESTAMP", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"]
+    columnar_sql = sql.rpartition("VALUES")[0] + "SELECT " + ", ".join(f"unnest(?::{t}[])" for t in types)
+    t = time.perf_counter()
+    for b in range(batches):
+        columns = [["r"] * 100, list(range(b * 100, b * 100 + 100)), [now] * 100,
+                   ["step.completed"] * 100, ["bench.noop"] * 100, ["t1"] * 100, [1] * 100,
+                   [now] * 100, [None] * 100, [None] * 100, [None] * 100, [None] * 100,
+                   [delta] * 100, [None] * 100]
+        con.execute("BEGIN")
+        con.execute(columnar_sql, columns)
+        con.execute("COMMIT")
+    columnar_rate = batches * 100 / (time.perf_counter() - t)
+    batched = max(values_rate, columnar_rate)
     con.close()
-    return emit(workload="W5", single_commits_per_s=round(single), batched_rows_per_s=round(batched))
+    return emit(workload="W5", single_commits_per_s=round(single), batched_rows_per_s=round(batched),
+                batched_values_rows_per_s=round(values_rate), batched_columnar_rows_per_s=round(columnar_rate))
 
 
 def w1(tmp: Path, steps: int = 1000) -> dict[str, object]:

@@ -43,6 +43,26 @@ class Fallback(Exception):
     """
 
 
+class CancelFlag:
+    """A one-way flag: set once when an attempt must stop (cheaper than ``threading.Event``)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        """Raise the flag."""
+        self._set = True
+
+    def is_set(self) -> bool:
+        """True once raised."""
+        return self._set
+
+
+_LOGGER = logging.getLogger("wfkit.activity")
+
+
 @dataclass
 class ActivityContext(Generic[D]):
     """What an activity receives.
@@ -62,10 +82,8 @@ class ActivityContext(Generic[D]):
     loop_index: int | None = None
     item: Any = None
     idempotency_key: str = ""
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
-        default_factory=lambda: logging.getLogger("wfkit.activity")
-    )
-    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _LOGGER
+    cancel_event: CancelFlag = field(default_factory=CancelFlag, repr=False)
     on_heartbeat: Callable[[], None] | None = field(default=None, repr=False)
 
     @property

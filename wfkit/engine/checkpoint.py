@@ -93,13 +93,14 @@ class Checkpoint:
         visits = self.run.visits.get(scope, 0) + 1
         if node.kind.value != "join":
             self.run.put("visits", scope, visits)
-            if visits > node.policy.max_visits:
+            limit = self.flow.visit_limit[node_id]
+            if visits > limit:
                 self.run.put("tokens", token_id, token)
                 self.fail(
                     token_id,
                     f"VisitLimitExceeded: {node_id!r} was reached {visits} times; its policy "
-                    f"allows max_visits={node.policy.max_visits}. Raise max_visits to let the "
-                    "loop go round more often.",
+                    f"allows max_visits={limit}. Raise max_visits to let the loop go round "
+                    "more often.",
                     bypass_failed_outlet=False,
                 )
                 return

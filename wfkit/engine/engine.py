@@ -72,7 +72,7 @@ class Engine:
     ) -> None:
         self.target = str(target)
         self.clock: Clock = clock or SystemClock()
-        self.registry = registry or default_registry
+        self.registry = registry if registry is not None else default_registry
         self.max_payload = max_payload
         self._store = open_store(self.target)
         self._writer = Writer(self._store, self.clock.now)
@@ -228,31 +228,12 @@ class Engine:
         flow = self._resolve(workflow_id, version)
         docs = [self._admit(flow, d) for d in documents]
         with self._writer.lock:
-            now = self.clock.now()
             runs: list[RunState] = []
             for doc in docs:
                 run_id = uuid.uuid4().hex[:16]
                 text = json.dumps(doc, separators=(",", ":"))
-                self._writer.add_instance(
-                    (
-                        run_id,
-                        flow.id,
-                        flow.version,
-                        flow.hash,
-                        RunStatus.PENDING.value,
-                        text,
-                        text,
-                        None,
-                        0,
-                        None,
-                        now,
-                        now,
-                        None,
-                        None,
-                        actor,
-                    )
-                )
                 run = RunState(run_id, flow, doc)
+                self._writer.add_instance(run, text, actor)
                 cp = self._writer.checkpoint(run, actor)
                 cp.event("run.started", detail={"workflow": flow.id, "version": flow.version})
                 cp.spawn(flow.start, [])

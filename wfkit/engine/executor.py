@@ -6,7 +6,6 @@ import asyncio
 import concurrent.futures
 import inspect
 import json
-import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any
 import jsonpatch
 from pydantic import BaseModel, ValidationError
 
-from wfkit.definition.activities import ActivityContext, Cancelled, Fallback
+from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
 
 __all__ = ["AttemptResult", "Job", "run_attempt"]
 
@@ -40,7 +39,7 @@ class Job:
     loop_index: int | None = None
     item: Any = None
     timeout: float | None = None
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: CancelFlag = field(default_factory=CancelFlag)
     heartbeat: Callable[[], None] | None = None
 
 

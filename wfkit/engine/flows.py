@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import networkx as nx
 from pydantic import BaseModel
 
 from wfkit.definition.kinds import JoinConfig, Node, NodeKind
@@ -21,6 +22,7 @@ class CompiledFlow:
     nodes: dict[str, Node] = field(default_factory=dict)
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
     join_of: dict[str, str] = field(default_factory=dict)
+    visit_limit: dict[str, int] = field(default_factory=dict)
     start: str = "start"
 
     @classmethod
@@ -37,6 +39,15 @@ class CompiledFlow:
                 flow.join_of[node.config.fork] = n
         for u, v, k in G.edges(keys=True):
             flow.targets[(u, str(k))] = v
+        flow.visit_limit = {n: node.policy.max_visits for n, node in flow.nodes.items()}
+        for component in nx.strongly_connected_components(G):
+            if len(component) > 1 or any(G.has_edge(n, n) for n in component):
+                # a loop goes round as often as its most generous node allows; nodes that
+                # kept the default of one visit share that bound
+                bound = max(flow.visit_limit[n] for n in component)
+                for n in component:
+                    if flow.visit_limit[n] == 1:
+                        flow.visit_limit[n] = bound
         return flow
 
     @property

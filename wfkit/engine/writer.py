@@ -57,7 +57,8 @@ class Writer:
         self.timers = TimerHeap()
         self.dirty: set[str] = set()
         self._batch: dict[str, Checkpoint] = {}
-        self._new_instances: list[tuple[Any, ...]] = []
+        self._new_runs: dict[str, tuple[str, str | None, datetime]] = {}
+        self._jobs_rows: set[str] = set()  # runs with rows in wf_jobs
         self._pending_timers: list[tuple[Any, ...]] = []
 
     # --- definitions and runs -------------------------------------------------------------------
@@ -91,8 +92,11 @@ class Writer:
         data = json.loads(row[6] or row[5])
         run = RunState.restore(run_id, flow, data, row[7], row[8])
         run.status = row[4] if not row[7] else run.status
-        for _, seq, patch, delta, *_rest in self.store.query("run_events_after", [run_id, row[8]]):
-            run.replay(seq, delta, patch)
+        if row[4] in (RunStatus.PENDING.value, RunStatus.RUNNING.value) or not row[7]:
+            # only a run that was running can have checkpoints newer than its snapshot: every
+            # checkpoint that leaves a run out of memory writes the snapshot with it
+            for _, seq, patch, delta, *_ in self.store.query("run_events_after", [run_id, row[8]]):
+                run.replay(seq, delta, patch)
         return run
 
     def recover(self) -> list[tuple[RunState, str]]:
@@ -139,9 +143,9 @@ class Writer:
             cp.actor = actor
         return cp
 
-    def add_instance(self, row: tuple[Any, ...]) -> None:
-        """A new run's summary row, written with its first checkpoint."""
-        self._new_instances.append(row)
+    def add_instance(self, run: RunState, input_json: str, actor: str | None) -> None:
+        """A new run: its summary row is written with its first checkpoint."""
+        self._new_runs[run.run_id] = (input_json, actor, self.now())
 
     def apply_result(self, result: AttemptResult) -> None:
         """Fold an attempt's result into its run (stale results are dropped)."""
@@ -171,10 +175,10 @@ class Writer:
     def commit(self) -> Released:
         """Write the batch in one transaction; then release what it made ready."""
         batch, self._batch = self._batch, {}
-        instances, self._new_instances = self._new_instances, []
+        new_runs, self._new_runs = self._new_runs, {}
         for cp in batch.values():
             cp.settle_status()
-        statements = self._statements(batch.values(), instances)
+        statements = self._statements(batch.values(), new_runs)
         try:
             self.store.write(statements)
         except StoreError:
@@ -184,8 +188,9 @@ class Writer:
         return self._release(batch.values())
 
     def _statements(
-        self, batch: Iterable[Checkpoint], instances: list[tuple[Any, ...]]
+        self, batch: Iterable[Checkpoint], new_runs: dict[str, tuple[str, str | None, datetime]]
     ) -> list[Statement]:
+        instances = Statement("insert_instance")
         events, updates = Statement("insert_event"), Statement("update_instance")
         gone = Statement("delete_jobs")
         timer_ops: dict[tuple[str, str, str], tuple[str, tuple[Any, ...]]] = {}
@@ -215,10 +220,33 @@ class Writer:
                         dumps(ev.detail),
                     )
                 )
-            if cp.status_changed or run.status != RunStatus.RUNNING.value:
+            if run.run_id in new_runs:
+                input_json, actor, created = new_runs[run.run_id]
+                status, data, state, seq, error, now, ended, _ = self._summary(run, cp.now)
+                instances.rows.append(
+                    (
+                        run.run_id,
+                        run.flow.id,
+                        run.flow.version,
+                        run.flow.hash,
+                        status,
+                        input_json,
+                        data,
+                        state,
+                        seq,
+                        error,
+                        created,
+                        now,
+                        ended,
+                        None,
+                        actor,
+                    )
+                )
+            elif run.status != RunStatus.RUNNING.value:
                 updates.rows.append(self._summary(run, cp.now))
                 self.dirty.discard(run.run_id)
-                if run.status != RunStatus.RUNNING.value:
+                if run.status != RunStatus.RUNNING.value and run.run_id in self._jobs_rows:
+                    self._jobs_rows.discard(run.run_id)
                     gone.rows.append((run.run_id,))
             else:
                 self.dirty.add(run.run_id)
@@ -233,7 +261,7 @@ class Writer:
                 mark_ops[(run.run_id, token_id)] = ("del", (run.run_id, token_id))
             for row in cp.bookmarks_add:
                 mark_ops[(run.run_id, row[0])] = ("add", (run.run_id, *row))
-        statements = [Statement("insert_instance", instances), events]
+        statements = [instances, events]
         statements.append(Statement("delete_timer", [k for k in timer_ops]))
         statements.append(
             Statement("insert_timer", [r for op, r in timer_ops.values() if op == "add"])
@@ -294,10 +322,12 @@ class Writer:
                         jobs.rows.append(
                             (run.run_id, token_id, t["node"], t["st"], t["att"], t["li"], now, None)
                         )
+            gone = [(r.run_id,) for r in runs if r.run_id in self._jobs_rows]
             self.store.write(
                 [
                     Statement("update_instance", [self._summary(run, now) for run in runs]),
-                    Statement("delete_jobs", [(run.run_id,) for run in runs]),
+                    Statement("delete_jobs", gone),
                     jobs,
                 ]
             )
+            self._jobs_rows |= {row[0] for row in jobs.rows}

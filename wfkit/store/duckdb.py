@@ -18,7 +18,7 @@ import duckdb
 
 from wfkit.errors import StoreError
 from wfkit.store.base import Statement
-from wfkit.store.queries import migrations, query, values_rows
+from wfkit.store.queries import has_query, migrations, query
 
 __all__ = ["DuckDBStore"]
 
@@ -37,7 +37,14 @@ class DuckDBStore:
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)
         try:
-            self._conn = duckdb.connect(self.url, config={"threads": 1})
+            self._conn = duckdb.connect(
+                self.url,
+                config={
+                    "threads": 1,
+                    "allocator_flush_threshold": "8MB",
+                    "checkpoint_threshold": "4MB",
+                },
+            )
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise StoreError(
@@ -119,8 +126,7 @@ class DuckDBStore:
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
         conn = self._conn
-        single = len(work) == 1 and (len(work[0].rows) == 1 or _is_insert(work[0].name))
-        if single:
+        if len(work) == 1:  # one statement is atomic on its own: skip BEGIN/COMMIT
             return [self._run(work[0])]
         conn.execute("BEGIN")
         try:
@@ -134,23 +140,18 @@ class DuckDBStore:
     def _run(self, statement: Statement) -> list[tuple[Any, ...]]:
         conn = self._conn
         rows = statement.rows
-        if _is_insert(statement.name) and len(rows) > 1:
-            out: list[tuple[Any, ...]] = []
-            for start in range(0, len(rows), 200):
-                chunk = rows[start : start + 200]
-                flat = [value for row in chunk for value in row]
-                conn.execute(values_rows(statement.name, len(chunk)), flat)
-            return out
-        sql = query(statement.name)
         if statement.returning:
             found: list[tuple[Any, ...]] = []
             for row in rows:
-                found += conn.execute(sql, list(row)).fetchall()
+                found += conn.execute(query(statement.name), list(row)).fetchall()
             return found
         if len(rows) == 1:
-            conn.execute(sql, list(rows[0]))
+            conn.execute(query(statement.name), list(rows[0]))
+        elif has_query(f"{statement.name}_many"):
+            columns = [list(col) for col in zip(*rows, strict=True)]
+            conn.execute(query(f"{statement.name}_many"), columns)
         else:
-            conn.executemany(sql, [list(r) for r in rows])
+            conn.executemany(query(statement.name), [list(r) for r in rows])
         return []
 
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -171,10 +172,6 @@ class DuckDBStore:
             return cursor.execute(text, list(params))  # type: ignore[return-value]
         except duckdb.Error as exc:
             raise StoreError(f"SQL failed: {exc}") from exc
-
-
-def _is_insert(name: str) -> bool:
-    return name.startswith("insert_")
 
 
 def _now() -> datetime:

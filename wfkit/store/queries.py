@@ -6,7 +6,7 @@ import re
 from functools import cache
 from importlib import resources
 
-__all__ = ["migrations", "query", "values_rows"]
+__all__ = ["has_query", "migrations", "query"]
 
 _NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
 
@@ -36,11 +36,6 @@ def migrations() -> list[tuple[int, str]]:
     return sorted(found)
 
 
-@cache
-def values_rows(name: str, rows: int) -> str:
-    """The INSERT ``name`` rewritten for ``rows`` rows in one statement (placeholders only)."""
-    sql = query(name)
-    head, sep, tail = sql.rpartition("VALUES")
-    if not sep:
-        raise ValueError(f"query {name!r} is not an INSERT ... VALUES")
-    return f"{head}VALUES {', '.join([tail.strip()] * rows)}"
+def has_query(name: str) -> bool:
+    """True when a block called ``name`` exists."""
+    return name in _blocks()

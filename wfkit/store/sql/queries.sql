@@ -107,3 +107,61 @@ FROM wf_instances
 WHERE (CAST(? AS VARCHAR) IS NULL OR status = ?) AND (CAST(? AS VARCHAR) IS NULL OR workflow_id = ?)
 ORDER BY created_at DESC, run_id
 LIMIT ?;
+
+-- Column-wise forms: each parameter is a list holding one column, so one statement writes
+-- any number of rows (binding lists is ~10x cheaper per row than VALUES tuples in DuckDB).
+
+-- name: insert_event_many
+INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor,
+                       error, output, patch, delta, detail)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+
+-- name: insert_instance_many
+INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
+                          error, created_at, updated_at, ended_at, parent_run_id, actor)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+
+-- name: update_instance_many
+UPDATE wf_instances
+SET status = v.status, data = v.data, state = v.state, seq = v.seq, error = v.error,
+    updated_at = v.updated_at, ended_at = v.ended_at
+FROM (SELECT unnest(?::VARCHAR[]) AS status, unnest(?::VARCHAR[]) AS data,
+             unnest(?::VARCHAR[]) AS state, unnest(?::BIGINT[]) AS seq,
+             unnest(?::VARCHAR[]) AS error, unnest(?::TIMESTAMP[]) AS updated_at,
+             unnest(?::TIMESTAMP[]) AS ended_at, unnest(?::VARCHAR[]) AS run_id) AS v
+WHERE wf_instances.run_id = v.run_id;
+
+-- name: insert_job_many
+INSERT INTO wf_jobs (run_id, token, node_id, status, attempt, loop_index, updated_at, heartbeat_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]);
+
+-- name: delete_jobs_many
+DELETE FROM wf_jobs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: insert_bookmark_many
+INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]);
+
+-- name: delete_bookmark_many
+DELETE FROM wf_bookmarks USING (SELECT unnest(?::VARCHAR[]) AS run_id,
+                                      unnest(?::VARCHAR[]) AS token) AS v
+WHERE wf_bookmarks.run_id = v.run_id AND wf_bookmarks.token = v.token;
+
+-- name: insert_timer_many
+INSERT INTO wf_timers (run_id, token, node_id, kind, due_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]);
+
+-- name: delete_timer_many
+DELETE FROM wf_timers USING (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS token,
+                                    unnest(?::VARCHAR[]) AS kind) AS v
+WHERE wf_timers.run_id = v.run_id AND wf_timers.token = v.token AND wf_timers.kind = v.kind;
