@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any, Literal, Self
 
 import networkx as nx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from wfkit.definition import keys
 from wfkit.definition.graph import SagaSpec, unique_node_id
@@ -288,11 +288,14 @@ class Steps:
         timeout: timedelta | str | None = None,
         on_timeout: Branch | None = None,
         id: str | None = None,
+        payload: type[BaseModel] | str | None = None,
     ) -> Self:
         """Park until signal ``name`` arrives with the key ``correlate`` yields.
 
-        ``bind`` maps payload fields to data fields (or names a registered binder). With
-        ``timeout``, the wait leaves through ``elapsed`` into ``on_timeout`` (or ends there).
+        ``bind`` maps payload fields to data fields (or names a registered binder, called as
+        ``binder(data, payload)`` to change the data dict). ``payload`` is the pydantic model a
+        payload must fit (a bad payload is refused and the wait stays). With ``timeout``, the
+        wait leaves through ``elapsed`` into ``on_timeout`` (or ends there).
         """
         self._require_cursor("wait_for_signal")
         node_id = id or name
@@ -304,6 +307,7 @@ class Steps:
                 "correlate": correlate,
                 "bind": dict(bind) if isinstance(bind, Mapping) else bind,
                 "timeout": timeout,
+                "payload": _model_path(payload),
             },
         )
         self._cursor = [(node_id, "next")]
@@ -433,6 +437,14 @@ class Steps:
         self._require_cursor("end")
         self._add(id or unique_node_id(self._graph, "end"), kind=NodeKind.END)
         return self
+
+
+def _model_path(model: type[BaseModel] | str | None) -> str | None:
+    if model is None or isinstance(model, str):
+        return model
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise UsageError(f"payload must be a pydantic model class, got {model!r}")
+    return f"{model.__module__}:{model.__qualname__}"
 
 
 def _next_name(existing: Mapping[str, Any], base: str) -> str:

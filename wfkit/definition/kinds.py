@@ -118,6 +118,9 @@ class WaitConfig(_Config):
         None, description="payload field -> data field, or a registered binder's name"
     )
     timeout: Duration | None = Field(None, description="leave through `elapsed` after this")
+    payload: str | None = Field(
+        None, description="'module:Model' of the pydantic model a payload must fit"
+    )
 
 
 class ApprovalConfig(_Config):

@@ -25,7 +25,7 @@ from wfkit.definition.problems import Problem, Severity
 from wfkit.definition.validation import validate
 from wfkit.errors import DefinitionError, UsageError
 
-__all__ = ["WORKFLOW_FORMAT", "Workflow"]
+__all__ = ["WORKFLOW_FORMAT", "Workflow", "import_model"]
 
 WORKFLOW_FORMAT = "wfkit.workflow/1"
 
@@ -245,7 +245,12 @@ def _model_path(model: type[BaseModel] | None) -> str | None:
     return f"{model.__module__}:{model.__qualname__}"
 
 
-def _import_model(path: str, workflow_id: str) -> type[BaseModel]:
+def import_model(path: str, what: str) -> type[BaseModel]:
+    """Import the pydantic model named ``module:Qualname``; ``DefinitionError`` if impossible."""
+    return _import_model(path, what, purpose="model")
+
+
+def _import_model(path: str, workflow_id: str, purpose: str = "data model") -> type[BaseModel]:
     module_name, _, qualname = path.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
@@ -253,8 +258,9 @@ def _import_model(path: str, workflow_id: str) -> type[BaseModel]:
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
         raise DefinitionError(
-            f"workflow {workflow_id!r} names data model {path!r}, which cannot be imported "
-            f"({exc}); import it first or pass data=YourModel to from_json"
+            f"{workflow_id!r} names {purpose} {path!r}, which cannot be imported "
+            f"({exc}); make its module importable"
+            + (", or pass data=YourModel to from_json" if purpose == "data model" else "")
         ) from exc
     if not (isinstance(target, type) and issubclass(target, BaseModel)):
         raise DefinitionError(f"data model {path!r} of {workflow_id!r} is not a pydantic model")

@@ -8,6 +8,7 @@ checkpoint of a batch into one transaction.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,10 @@ class Checkpoint:
     timers_del: list[tuple[str, str]] = field(default_factory=list)
     bookmarks_add: list[tuple[Any, ...]] = field(default_factory=list)
     bookmarks_del: list[str] = field(default_factory=list)
+    saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    posted_taken: list[str] = field(default_factory=list)
+    take_posted: Callable[[str, str | None], dict[str, Any] | None] | None = None
+    binder: Callable[[str], Callable[..., Any]] | None = None
     start_status: str = ""
 
     def __post_init__(self) -> None:
@@ -88,6 +93,10 @@ class Checkpoint:
     def arrive(self, token_id: str, token: Token, node_id: str) -> None:
         """Move a token onto ``node_id`` and let the node's handler take it."""
         node: Node = self.flow.nodes[node_id]
+        if self.flow.sagas and token["node"] != node_id:
+            from wfkit.engine import sagas
+
+            sagas.on_move(self, token["node"], node_id)
         token = {**token, "node": node_id, "st": "new", "att": 1}
         scope = f"{node_id}|{token['fr'][-1][1]}:{token['fr'][-1][2]}" if token["fr"] else node_id
         visits = self.run.visits.get(scope, 0) + 1
@@ -185,6 +194,11 @@ class Checkpoint:
             self.run.set_status(RunStatus.SUSPENDED.value, error)
             self.event("run.suspended", node_id, token_id, error=error)
             return
+        if policy != OnFailure.TERMINATE and self.flow.sagas:
+            from wfkit.engine import sagas
+
+            if sagas.unwind_for(self, token_id, error):
+                return
         if policy != OnFailure.TERMINATE and token["fr"]:
             from wfkit.engine.nodes.join import branch_failed
 

@@ -7,16 +7,19 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from wfkit.definition.activities import ActivityRegistry, default_registry
+from wfkit.definition.durations import parse_duration
 from wfkit.definition.graph import graph_from_data
 from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
-from wfkit.definition.workflow import Workflow
+from wfkit.definition.workflow import Workflow, import_model
+from wfkit.engine import sagas
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.handles import Run, check_known, explain
@@ -77,6 +80,7 @@ class Engine:
         self._store = open_store(self.target)
         self._writer = Writer(self._store, self.clock.now)
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
+        self._writer.binder = self.registry.get
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         self._closed = False
         self._load_definitions()
@@ -349,6 +353,7 @@ class Engine:
             run = self._writer.get_run(run_id)
             if run is None or token_id not in run.tokens:
                 return False
+            payload = self._check_payload(run.flow.nodes[node_id], name, key_text, payload)
             self._writer.runs.setdefault(run_id, run)
             cp = self._writer.checkpoint(run, actor)
             cp.bookmarks_del.append(token_id)
@@ -357,6 +362,83 @@ class Engine:
             released = self._writer.commit()
         self._scheduler.release(released)
         return True
+
+    def _check_payload(
+        self, node: Any, name: str, key: str | None, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Validate a payload against the wait's model; ``SignalError`` leaves the wait as it is."""
+        size = len(json.dumps(payload, default=str).encode())
+        if size > self.max_payload:
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: payload is {size:,} bytes, over the "
+                f"{self.max_payload:,}-byte limit; the wait is left in place"
+            )
+        model_path = getattr(node.config, "payload", None)
+        if not model_path:
+            try:
+                return dict(json.loads(json.dumps(payload)))
+            except (TypeError, ValueError) as exc:
+                raise SignalError(
+                    f"signal {name!r} (key {key}) refused: payload is not JSON ({exc}); "
+                    "the wait is left in place"
+                ) from None
+        model = import_model(model_path, f"signal {name!r}")
+        try:
+            return model.model_validate(payload).model_dump(mode="json")
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
+            )
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: the payload does not fit "
+                f"{model.__name__} ({problems}); the wait is left in place — send it again"
+            ) from None
+
+    def post_signal(
+        self,
+        name: str,
+        key: Any = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        expires: str | timedelta | None = "1d",
+        actor: str | None = None,
+    ) -> bool:
+        """Deliver a signal now if its wait is open, else keep it for the next matching wait.
+
+        Kept signals are taken first-in first-out and dropped after ``expires``. Returns True
+        when a waiting run took it at once, False when it was kept.
+        """
+        if self.signal(name, key, payload, actor=actor):
+            return True
+        payload = payload or {}
+        key_text = None if key is None else str(key)
+        size = len(json.dumps(payload, default=str).encode())
+        if size > self.max_payload:
+            raise SignalError(f"signal {name!r} refused: payload over {self.max_payload:,} bytes")
+        now = self.clock.now()
+        until = now + parse_duration(expires) if expires is not None else None
+        with self._writer.lock:
+            self._store.write(
+                [
+                    Statement("delete_expired_signals", [(now,)]),
+                    Statement(
+                        "insert_posted_signal",
+                        [
+                            (
+                                uuid.uuid4().hex[:16],
+                                name,
+                                key_text,
+                                json.dumps(payload),
+                                now,
+                                until,
+                                actor,
+                            )
+                        ],
+                    ),
+                ]
+            )
+            self._writer.posted.add((name, key_text))
+        return False
 
     def approve(
         self,
@@ -386,6 +468,80 @@ class Engine:
             released = self._writer.commit()
         self._scheduler.release(released)
 
+    # --- recovery -----------------------------------------------------------------------------
+
+    def _live(self, run_id: str) -> RunState:
+        run = self._writer.get_run(run_id)
+        if run is None:
+            raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+        return run
+
+    def resume(self, run_id: str, *, actor: str | None = None) -> None:
+        """Continue a suspended run: its parked step gets a fresh set of attempts."""
+        with self._writer.lock:
+            run = self._live(run_id)
+            stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
+            if run.status != RunStatus.SUSPENDED.value or not stuck:
+                raise UsageError(f"run {run_id} is {run.status}, not suspended; nothing to resume")
+            if any("comp" in run.tokens[t] for t in stuck):
+                raise UsageError(
+                    f"run {run_id} is suspended on a failed compensation; choose "
+                    "engine.recover_compensation(run_id, action='retry'|'skip'|'abandon')"
+                )
+            self._writer.runs.setdefault(run_id, run)
+            cp = self._writer.checkpoint(run, actor)
+            run.set_status(RunStatus.RUNNING.value)
+            cp.event("run.resumed", detail={"steps": [run.tokens[t]["node"] for t in stuck]})
+            for token_id in stuck:
+                cp.ready(token_id, attempt=1)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    def recover_compensation(
+        self, run_id: str, action: str = "retry", *, actor: str | None = None
+    ) -> None:
+        """Decide a failed compensation: ``retry`` it, ``skip`` it (recorded as a decision), or
+        ``abandon`` the unwind (the run fails as it stands)."""
+        if action not in ("retry", "skip", "abandon"):
+            raise UsageError(f"action must be 'retry', 'skip' or 'abandon', not {action!r}")
+        with self._writer.lock:
+            run = self._live(run_id)
+            if not any(t.get("comp") and t["st"] == "suspended" for t in run.tokens.values()):
+                raise UsageError(
+                    f"run {run_id} ({run.status}) has no failed compensation to recover; "
+                    "use engine.resume for a suspended step"
+                )
+            self._writer.runs.setdefault(run_id, run)
+            sagas.recover(self._writer.checkpoint(run, actor), action)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
+        """Start a fresh run of the same definition with the original input; lineage both ways."""
+        rows = self._store.query("instance_origin", [run_id])
+        if not rows:
+            raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+        workflow_id, version, digest, input_json, status = rows[0]
+        if not RunStatus(status).terminal:
+            raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
+        flow = self._writer.flow(workflow_id, version, digest)
+        with self._writer.lock:
+            new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
+            self._writer.add_instance(new, input_json, actor, parent=run_id)
+            cp = self._writer.checkpoint(new, actor)
+            cp.event(
+                "run.started",
+                detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
+            )
+            cp.spawn(flow.start, [])
+            old = self._live(run_id)
+            self._writer.checkpoint(old, actor).event(
+                "run.restarted", detail={"new_run": new.run_id}
+            )
+            released = self._writer.commit()
+        self._scheduler.release(released)
+        return Run(self, new.run_id)
+
     def waiting(self) -> list[WaitInfo]:
         """Every open wait and approval: run, node, key, since and deadline."""
         return [
@@ -396,11 +552,14 @@ class Engine:
     # --- internals used by Run handles --------------------------------------------------------
 
     def _state(self, run_id: str) -> RunState:
+        """A detached copy of the run's state (the live one belongs to the writer)."""
         with self._writer.lock:
             run = self._writer.get_run(run_id)
-        if run is None:
-            raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
-        return run
+            if run is None:
+                raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
+            return RunState.restore(
+                run.run_id, run.flow, json.loads(run.data_json()), run.snapshot(), run.seq
+            )
 
     def _history(self, run_id: str) -> list[Event]:
         return [

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 from pydantic import BaseModel
 
+from wfkit.definition.graph import SagaSpec, saga_specs
 from wfkit.definition.kinds import JoinConfig, Node, NodeKind
 from wfkit.definition.workflow import Workflow
 
@@ -23,6 +24,7 @@ class CompiledFlow:
     targets: dict[tuple[str, str], str] = field(default_factory=dict)
     join_of: dict[str, str] = field(default_factory=dict)
     visit_limit: dict[str, int] = field(default_factory=dict)
+    sagas: dict[str, SagaSpec] = field(default_factory=dict)
     start: str = "start"
 
     @classmethod
@@ -30,6 +32,7 @@ class CompiledFlow:
         """Compile a validated workflow."""
         flow = cls(workflow, workflow.content_hash)
         G = workflow.graph
+        flow.sagas = saga_specs(G)
         for n in G.nodes:
             node = Node.model_validate(G.nodes[n])
             flow.nodes[n] = node
@@ -64,6 +67,19 @@ class CompiledFlow:
     def data_model(self) -> type[BaseModel] | None:
         """The data document's model, if any."""
         return self.workflow.data_model
+
+    def saga_chain(self, saga_id: str | None) -> tuple[str, ...]:
+        """``saga_id`` and its ancestors, innermost first (empty for no saga)."""
+        chain: list[str] = []
+        while saga_id is not None and saga_id not in chain:
+            chain.append(saga_id)
+            spec = self.sagas.get(saga_id)
+            saga_id = spec.parent if spec else None
+        return tuple(chain)
+
+    def node_sagas(self, node_id: str) -> tuple[str, ...]:
+        """The sagas a node is in, innermost first."""
+        return self.saga_chain(self.nodes[node_id].saga)
 
     def target(self, node_id: str, outlet: str) -> str | None:
         """The node ``outlet`` of ``node_id`` leads to, or None when unconnected."""

@@ -127,8 +127,11 @@ def explain(engine: Engine, run_id: str) -> str:
     if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
     if status == RunStatus.SUSPENDED:
-        nodes = [t["node"] for t in state.tokens.values() if t["st"] == "suspended"]
+        stuck = [t for t in state.tokens.values() if t["st"] == "suspended"]
+        nodes = [t["node"] for t in stuck]
         at = f" at {nodes[0]!r}" if nodes else ""
+        if any("comp" in t for t in stuck):
+            return f"suspended: {_last_line(state.error or '')}"
         return (
             f"suspended{at}: {_last_line(state.error or 'an operator must decide')}; "
             f"resume it with engine.resume({run_id!r}) or cancel it"

@@ -61,6 +61,10 @@ class Scheduler:
         token = run.tokens[token_id]
         node = run.flow.nodes[token["node"]]
         name = node.activity or ""
+        policy = node.policy
+        if "comp" in token:  # a compensation runs the undo activity under its own policy
+            name = node.compensation or ""
+            policy = node.compensation_policy or policy.__class__()
         if name not in self.registry:
             return None
         item = None
@@ -68,7 +72,7 @@ class Scheduler:
             frame = run.frames.get(token["fr"][-1][1]) or {}
             items = frame.get("items")
             item = items[token["li"]] if items is not None else None
-        timeout = node.policy.attempt_timeout
+        timeout = policy.attempt_timeout
         key = (run.run_id, token_id)
         return Job(
             run.run_id,

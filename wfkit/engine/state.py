@@ -19,7 +19,7 @@ from wfkit.engine.flows import CompiledFlow
 
 __all__ = ["RunState"]
 
-_MAPS = ("tokens", "frames", "visits", "outputs")
+_MAPS = ("tokens", "frames", "visits", "outputs", "saga", "unwinds")
 
 
 @dataclass
@@ -37,6 +37,8 @@ class RunState:
     frames: dict[str, dict[str, Any]] = field(default_factory=dict)
     visits: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
+    saga: dict[str, dict[str, Any]] = field(default_factory=dict)  # compensable steps done
+    unwinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # unwinds in progress
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     _data_json: str | None = field(default=None, repr=False)
     # changes since the last checkpoint

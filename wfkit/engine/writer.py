@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
+from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.flows import CompiledFlow
@@ -57,9 +58,13 @@ class Writer:
         self.timers = TimerHeap()
         self.dirty: set[str] = set()
         self._batch: dict[str, Checkpoint] = {}
-        self._new_runs: dict[str, tuple[str, str | None, datetime]] = {}
+        self._new_runs: dict[str, tuple[str, str | None, datetime, str | None]] = {}
         self._jobs_rows: set[str] = set()  # runs with rows in wf_jobs
         self._pending_timers: list[tuple[Any, ...]] = []
+        self.binder: Callable[[str], Callable[..., Any]] | None = None
+        # (name, key) of signals posted before their wait: only these waits query the table
+        self.posted = {(n, k) for n, k in store.query("posted_keys")}
+        self._taken: list[str] = []
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -138,14 +143,30 @@ class Writer:
         cp = self._batch.get(run.run_id)
         if cp is None:
             cp = Checkpoint(run, self.now(), self.handlers, actor)
+            cp.take_posted = self._take_posted
+            cp.binder = self.binder
             self._batch[run.run_id] = cp
         elif actor is not None:
             cp.actor = actor
         return cp
 
-    def add_instance(self, run: RunState, input_json: str, actor: str | None) -> None:
+    def _take_posted(self, name: str, key: str | None) -> dict[str, Any] | None:
+        """The oldest unexpired signal posted for (name, key), taken in this checkpoint."""
+        if (name, key) not in self.posted:
+            return None
+        for signal_id, payload, _actor, _expires in self.store.query(
+            "first_posted_signal", [name, key, self.now()]
+        ):
+            if signal_id not in self._taken:
+                self._taken.append(signal_id)
+                return dict(json.loads(payload))
+        return None
+
+    def add_instance(
+        self, run: RunState, input_json: str, actor: str | None, parent: str | None = None
+    ) -> None:
         """A new run: its summary row is written with its first checkpoint."""
-        self._new_runs[run.run_id] = (input_json, actor, self.now())
+        self._new_runs[run.run_id] = (input_json, actor, self.now(), parent)
 
     def apply_result(self, result: AttemptResult) -> None:
         """Fold an attempt's result into its run (stale results are dropped)."""
@@ -155,6 +176,9 @@ class Writer:
             return
         node = run.flow.nodes[result.node_id]
         cp = self.checkpoint(run)
+        if "comp" in token:
+            sagas.on_compensation_result(cp, result.token_id, result)
+            return
         self.handlers[node.kind.value].on_result(cp, result.token_id, result.node_id, node, result)
 
     def fire_timer(self, due: datetime, run_id: str, token_id: str, kind: str) -> None:
@@ -184,17 +208,21 @@ class Writer:
         except StoreError:
             for run_id in batch:  # memory ran ahead of the store: reload from the store
                 self.runs.pop(run_id, None)
+            self._taken = []
             raise
         return self._release(batch.values())
 
     def _statements(
-        self, batch: Iterable[Checkpoint], new_runs: dict[str, tuple[str, str | None, datetime]]
+        self,
+        batch: Iterable[Checkpoint],
+        new_runs: dict[str, tuple[str, str | None, datetime, str | None]],
     ) -> list[Statement]:
         instances = Statement("insert_instance")
         events, updates = Statement("insert_event"), Statement("update_instance")
         gone = Statement("delete_jobs")
         timer_ops: dict[tuple[str, str, str], tuple[str, tuple[Any, ...]]] = {}
         mark_ops: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
+        saga_add, saga_set = Statement("insert_saga_step"), Statement("update_saga_step")
         for cp in batch:
             run = cp.run
             delta, patch = run.take_changes()
@@ -221,7 +249,7 @@ class Writer:
                     )
                 )
             if run.run_id in new_runs:
-                input_json, actor, created = new_runs[run.run_id]
+                input_json, actor, created, parent = new_runs[run.run_id]
                 status, data, state, seq, error, now, ended, _ = self._summary(run, cp.now)
                 instances.rows.append(
                     (
@@ -238,7 +266,7 @@ class Writer:
                         created,
                         now,
                         ended,
-                        None,
+                        parent,
                         actor,
                     )
                 )
@@ -259,6 +287,8 @@ class Writer:
                 )
             for token_id in cp.bookmarks_del:
                 mark_ops[(run.run_id, token_id)] = ("del", (run.run_id, token_id))
+            for op, row in cp.saga_rows:
+                (saga_add if op == "add" else saga_set).rows.append(row)
             for row in cp.bookmarks_add:
                 mark_ops[(run.run_id, row[0])] = ("add", (run.run_id, *row))
         statements = [instances, events]
@@ -270,7 +300,8 @@ class Writer:
         statements.append(
             Statement("insert_bookmark", [r for op, r in mark_ops.values() if op == "add"])
         )
-        statements += [updates, gone]
+        statements += [updates, gone, saga_add, saga_set]
+        statements.append(Statement("delete_posted_signal", [(s,) for s in self._taken]))
         self._pending_timers = [r for op, r in timer_ops.values() if op == "add"]
         return statements
 
@@ -289,6 +320,9 @@ class Writer:
 
     def _release(self, batch: Iterable[Checkpoint]) -> Released:
         released = Released()
+        if self._taken:
+            self._taken = []
+            self.posted = {(n, k) for n, k in self.store.query("posted_keys")}
         for row in self._pending_timers:
             self.timers.push(row[4], row[0], row[1], row[3])
         self._pending_timers = []
@@ -300,7 +334,7 @@ class Writer:
                 token = run.tokens.get(token_id)
                 if token is not None and token["st"] == "ready":
                     released.dispatch.append((run, token_id))
-            if run.status == RunStatus.RUNNING.value:
+            if any(t["st"] == "ready" for t in run.tokens.values()):
                 self.runs[run.run_id] = run
             else:
                 self.runs.pop(run.run_id, None)  # parked or ended: its rows hold it now

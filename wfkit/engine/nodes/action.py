@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.merge import merge_result
@@ -37,6 +38,8 @@ class Action(NodeHandler):
                 output=result.output,
                 detail=detail,
             )
+            if node.compensation:
+                sagas.push(cp, token_id, node_id)
             self.succeeded(cp, token_id, node_id, node, result)
             return
         retry = (

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonpatch
+
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
@@ -57,6 +59,11 @@ class Wait(NodeHandler):
                 cp.fail(token_id, str(exc))
                 return
             key = None if value is None else str(value)
+        posted = cp.take_posted(config.signal, key) if cp.take_posted else None
+        if posted is not None:  # the signal came first and was kept for this wait
+            cp.set_token(token_id, st="wait")
+            self.on_signal(cp, token_id, node_id, node, posted)
+            return
         park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
@@ -70,8 +77,12 @@ class Wait(NodeHandler):
     ) -> None:
         """Apply the payload as the node's ``bind`` says, then continue through ``next``."""
         bind = node.config.bind
-        ops = []
-        if isinstance(bind, dict):
+        ops: list[dict[str, Any]] = []
+        if isinstance(bind, str) and cp.binder is not None:
+            changed = json.loads(json.dumps(cp.run.data))
+            cp.binder(bind)(changed, payload)
+            ops = jsonpatch.make_patch(cp.run.data, changed).patch
+        elif isinstance(bind, dict):
             for field_name, target in bind.items():
                 if field_name in payload:
                     path = "/" + "/".join(

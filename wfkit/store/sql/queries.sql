@@ -165,3 +165,32 @@ SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(
 DELETE FROM wf_timers USING (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS token,
                                     unnest(?::VARCHAR[]) AS kind) AS v
 WHERE wf_timers.run_id = v.run_id AND wf_timers.token = v.token AND wf_timers.kind = v.kind;
+
+-- name: insert_saga_step
+INSERT INTO wf_saga_steps (run_id, saga_id, node_id, token, compensation, position, status,
+                           updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: update_saga_step
+UPDATE wf_saga_steps SET status = ?, updated_at = ? WHERE run_id = ? AND position = ?;
+
+-- name: insert_posted_signal
+INSERT INTO wf_signals (signal_id, name, key, payload, posted_at, expires_at, actor)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: posted_keys
+SELECT DISTINCT name, key FROM wf_signals;
+
+-- name: first_posted_signal
+SELECT signal_id, payload, actor, expires_at FROM wf_signals
+WHERE name = ? AND key IS NOT DISTINCT FROM ? AND (expires_at IS NULL OR expires_at > ?)
+ORDER BY posted_at, signal_id;
+
+-- name: delete_posted_signal
+DELETE FROM wf_signals WHERE signal_id = ?;
+
+-- name: delete_expired_signals
+DELETE FROM wf_signals WHERE expires_at IS NOT NULL AND expires_at <= ?;
+
+-- name: instance_origin
+SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id = ?;

@@ -1,0 +1,251 @@
+"""Sagas: compensable steps pushed on a persisted stack, unwound in reverse order.
+
+A completed step that has a compensation is pushed (``run.saga``, and a ``wf_saga_steps`` row).
+A step that fails for good inside a saga unwinds it: every compensable step of that saga (and of
+nested sagas with ``policy="unwind"``) is compensated, newest first, each compensation a durable
+job with its own retry policy. When a nested saga with ``policy="keep"`` is left, its steps are
+kept: an outer unwind no longer undoes them. An inner failure unwinds the inner saga completely
+before it reports outward; once the outermost saga is unwound the run fails. A compensation that
+fails for good suspends the run for an operator (``engine.recover_compensation``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wfkit.definition.policy import Policy, SagaPolicy
+from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.executor import AttemptResult
+from wfkit.engine.merge import merge_result
+from wfkit.engine.records import RunStatus
+
+__all__ = ["on_compensation_result", "on_move", "push", "recover", "unwind_for"]
+
+_DEFAULT = Policy()
+
+
+def push(cp: Checkpoint, token_id: str, node_id: str) -> None:
+    """A compensable step completed: remember how to undo it."""
+    node = cp.flow.nodes[node_id]
+    if not node.compensation or not node.saga:
+        return
+    position = len(cp.run.saga) + 1
+    entry_id = cp.run.next_id("s")
+    entry = {
+        "saga": node.saga,
+        "node": node_id,
+        "comp": node.compensation,
+        "pos": position,
+        "st": "done",
+        "li": cp.run.tokens[token_id]["li"],
+    }
+    cp.run.put("saga", entry_id, entry)
+    cp.saga_rows.append(
+        (
+            "add",
+            (
+                cp.run.run_id,
+                node.saga,
+                node_id,
+                token_id,
+                node.compensation,
+                position,
+                "done",
+                cp.now,
+            ),
+        )
+    )
+
+
+def _set_entry(cp: Checkpoint, entry_id: str, status: str) -> None:
+    entry = {**cp.run.saga[entry_id], "st": status}
+    cp.run.put("saga", entry_id, entry)
+    cp.saga_rows.append(("set", (status, cp.now, cp.run.run_id, entry["pos"])))
+
+
+def on_move(cp: Checkpoint, from_node: str, to_node: str) -> None:
+    """A token moved between nodes: sagas it left are committed (kept, or done for good)."""
+    flow = cp.flow
+    if from_node not in flow.nodes or flow.nodes[from_node].saga == flow.nodes[to_node].saga:
+        return
+    left = [s for s in flow.node_sagas(from_node) if s not in flow.node_sagas(to_node)]
+    for saga_id in left:  # innermost first
+        spec = flow.sagas.get(saga_id)
+        if spec is None:
+            continue
+        if spec.parent is None or spec.policy == SagaPolicy.KEEP:
+            for entry_id, entry in list(cp.run.saga.items()):
+                if entry["st"] == "done" and saga_id in flow.saga_chain(entry["saga"]):
+                    _set_entry(cp, entry_id, "kept" if spec.parent else "committed")
+            cp.event("saga.committed", to_node, detail={"saga": saga_id})
+
+
+def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
+    """Start the unwind a failure at this token calls for; False when no saga is involved."""
+    run, flow = cp.run, cp.flow
+    token = run.tokens[token_id]
+    chain = flow.node_sagas(token["node"])
+    if token["fr"]:
+        outside = set(flow.node_sagas(token["fr"][-1][0]))
+        chain = tuple(s for s in chain if s not in outside)
+    if not chain:
+        return False
+    scope = set(chain)
+    steps = sorted(
+        (
+            e
+            for e in run.saga.items()
+            if e[1]["st"] == "done" and scope & set(flow.saga_chain(e[1]["saga"]))
+        ),
+        key=lambda item: -item[1]["pos"],
+    )
+    unwind_id = run.next_id("u")
+    then: dict[str, Any] = {"kind": "branch" if token["fr"] else "fail_run", "token": token_id}
+    cp.set_token(token_id, st="unwinding")
+    if not token["fr"]:
+        for other in list(run.tokens):
+            if other != token_id:
+                cp.remove(other)
+        run.set_status(RunStatus.COMPENSATING.value, error)
+    run.put(
+        "unwinds",
+        unwind_id,
+        {"steps": [e for e, _ in steps], "pos": 0, "then": then, "error": error},
+    )
+    cp.event(
+        "saga.unwinding",
+        token["node"],
+        token_id,
+        error=error,
+        detail={"sagas": list(chain), "steps": [entry["node"] for _, entry in steps]},
+    )
+    _next(cp, unwind_id)
+    return True
+
+
+def _next(cp: Checkpoint, unwind_id: str) -> None:
+    run = cp.run
+    unwind = run.unwinds[unwind_id]
+    while unwind["pos"] < len(unwind["steps"]):
+        entry_id = unwind["steps"][unwind["pos"]]
+        entry = run.saga.get(entry_id)
+        if entry is not None and entry["st"] in ("done", "compensating"):
+            _set_entry(cp, entry_id, "compensating")
+            token_id = run.next_id()
+            run.put(
+                "tokens",
+                token_id,
+                {
+                    "node": entry["node"],
+                    "st": "ready",
+                    "att": 1,
+                    "fr": [],
+                    "li": entry["li"],
+                    "comp": unwind_id,
+                    "entry": entry_id,
+                },
+            )
+            cp.dispatch.append(token_id)
+            return
+        unwind = {**unwind, "pos": unwind["pos"] + 1}
+        run.put("unwinds", unwind_id, unwind)
+    _finish(cp, unwind_id)
+
+
+def _finish(cp: Checkpoint, unwind_id: str) -> None:
+    from wfkit.engine.nodes.join import branch_failed
+
+    run = cp.run
+    unwind = run.unwinds[unwind_id]
+    run.drop("unwinds", unwind_id)
+    cp.event("saga.compensated", detail={"steps": len(unwind["steps"])})
+    failing = unwind["then"]["token"]
+    if unwind["then"]["kind"] == "branch" and failing in run.tokens:
+        branch_failed(cp, failing, unwind["error"])
+        return
+    cp.fail_run(unwind["error"], node_id=run.tokens.get(failing, {}).get("node"))
+
+
+def compensation_policy(cp: Checkpoint, node_id: str) -> Policy:
+    """The retry policy of a node's compensation."""
+    return cp.flow.nodes[node_id].compensation_policy or _DEFAULT
+
+
+def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult) -> None:
+    """A compensation attempt finished: next one, retry, or suspend for an operator."""
+    run = cp.run
+    token = run.tokens[token_id]
+    node_id, entry_id, unwind_id = token["node"], token["entry"], token["comp"]
+    activity = run.saga[entry_id]["comp"]
+    if result.ok:
+        merge_result(cp, token_id, result)
+        _set_entry(cp, entry_id, "compensated")
+        cp.event(
+            "compensation.completed",
+            node_id,
+            token_id,
+            attempt=result.attempt,
+            started_at=result.started_at,
+            output=result.output,
+            detail={"activity": activity},
+        )
+        run.drop("tokens", token_id)
+        _advance(cp, unwind_id)
+        return
+    policy = compensation_policy(cp, node_id)
+    cp.event(
+        "compensation.failed",
+        node_id,
+        token_id,
+        attempt=result.attempt,
+        started_at=result.started_at,
+        error=result.error,
+        detail={"activity": activity},
+    )
+    if result.attempt < policy.max_attempts:
+        cp.set_token(token_id, st="retry", att=result.attempt + 1)
+        cp.start_timer(token_id, "retry", policy.delay_before(result.attempt + 1))
+        return
+    last = (result.error or "").strip().splitlines()[-1] if result.error else "failed"
+    message = (
+        f"compensation {activity!r} of {node_id!r} failed {result.attempt} times: {last}; "
+        "choose retry, skip or abandon (engine.recover_compensation)"
+    )
+    cp.set_token(token_id, st="suspended", error=message)
+    run.set_status(RunStatus.SUSPENDED.value, message)
+    cp.event("run.suspended", node_id, token_id, error=message)
+
+
+def _advance(cp: Checkpoint, unwind_id: str) -> None:
+    unwind = cp.run.unwinds[unwind_id]
+    cp.run.put("unwinds", unwind_id, {**unwind, "pos": unwind["pos"] + 1})
+    _next(cp, unwind_id)
+
+
+def recover(cp: Checkpoint, action: str) -> None:
+    """An operator's decision on a suspended compensation: retry, skip or abandon."""
+    run = cp.run
+    stuck = [
+        (t, tok) for t, tok in run.tokens.items() if tok.get("comp") and tok["st"] == "suspended"
+    ]
+    token_id, token = stuck[0]
+    run.set_status(RunStatus.COMPENSATING.value, run.error)
+    if action == "retry":
+        cp.event("compensation.retried", token["node"], token_id)
+        cp.ready(token_id, attempt=1)
+    elif action == "skip":
+        _set_entry(cp, token["entry"], "skipped")
+        cp.event(
+            "compensation.skipped",
+            token["node"],
+            token_id,
+            detail={"note": "recorded as a decision: the step was not undone by the engine"},
+        )
+        run.drop("tokens", token_id)
+        _advance(cp, token["comp"])
+    else:
+        cp.event("compensation.abandoned", token["node"], token_id)
+        cp.fail_run(
+            f"compensation abandoned by {cp.actor or 'an operator'}: {run.error}",
+            node_id=token["node"],
+        )
