@@ -138,7 +138,7 @@ def run_attempt(
         result.error = f"Cancelled: {exc}"
     except (TypeError, ValueError) as exc:
         result.error = _describe(exc, job)
-    except Exception:
+    except (Exception, SystemExit):  # an activity calling sys.exit() fails its attempt
         result.error = traceback.format_exc()
     result.ended_at = now()
     return result

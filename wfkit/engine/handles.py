@@ -80,6 +80,43 @@ class Run:
         """One sentence on where the run stands."""
         return self._engine._explain(self.id)
 
+    def node_statuses(self) -> dict[str, str]:
+        """Status of every node this run reached: succeeded, failed, running, waiting,
+        retrying, compensated or skipped (nodes not reached are absent)."""
+        statuses: dict[str, str] = {}
+        for event in self.history():
+            node = event.node_id
+            if node is None:
+                continue
+            if event.kind in (
+                "step.completed",
+                "decision.taken",
+                "signal.received",
+                "approval.approved",
+                "approval.rejected",
+                "timer.fired",
+                "join.completed",
+                "parallel.forked",
+                "for_each.started",
+            ):
+                statuses[node] = "succeeded"
+            elif event.kind in ("step.failed", "branch.failed", "join.partial", "run.failed"):
+                statuses[node] = "failed"
+            elif event.kind == "compensation.completed":
+                statuses[node] = "compensated"
+            elif event.kind == "compensation.skipped":
+                statuses[node] = "skipped"
+        state = self._engine._state(self.id)
+        for token in state.tokens.values():
+            statuses[token["node"]] = {
+                "ready": "running",
+                "wait": "waiting",
+                "timer": "waiting",
+                "retry": "retrying",
+                "suspended": "failed",
+            }.get(token["st"], statuses.get(token["node"], "running"))
+        return statuses
+
 
 def _last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]

@@ -12,6 +12,7 @@ import logging
 import queue
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -44,8 +45,8 @@ class Scheduler:
         self.batch_size = batch_size
         self.ready: deque[Job] = deque()
         self.blocked: list[tuple[RunState, str]] = []
-        self.inflight: dict[tuple[str, str], Job] = {}
-        self.heartbeats: dict[tuple[str, str], datetime] = {}
+        self.inflight: dict[tuple[str, str], Job] = writer.inflight
+        self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="wfkit-attempt")
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -265,7 +266,22 @@ class Scheduler:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            self._results.put(run_attempt(job, self.clock.now, self.pool))
+            try:
+                result = run_attempt(job, self.clock.now, self.pool)
+            except BaseException:  # the worker survives anything an attempt throws
+                now = self.clock.now()
+                result = AttemptResult(
+                    job.run_id,
+                    job.token_id,
+                    job.node_id,
+                    job.attempt,
+                    now,
+                    now,
+                    ok=False,
+                    error=traceback.format_exc(),
+                    base_version=job.data_version,
+                )
+            self._results.put(result)
 
     def _write_loop(self) -> None:
         while True:

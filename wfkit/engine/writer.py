@@ -62,6 +62,9 @@ class Writer:
         self._jobs_rows: set[str] = set()  # runs with rows in wf_jobs
         self._pending_timers: list[tuple[Any, ...]] = []
         self.binder: Callable[[str], Callable[..., Any]] | None = None
+        # shared with the scheduler, read when summaries are written
+        self.inflight: dict[tuple[str, str], Any] = {}
+        self.heartbeats: dict[tuple[str, str], datetime] = {}
         # (name, key) of signals posted before their wait: only these waits query the table
         self.posted = {(n, k) for n, k in store.query("posted_keys")}
         self._taken: list[str] = []
@@ -353,8 +356,11 @@ class Writer:
             for run in runs:
                 for token_id, t in run.tokens.items():
                     if t["st"] in ("ready", "running", "retry"):
+                        key = (run.run_id, token_id)
+                        status = "running" if key in self.inflight else t["st"]
+                        beat = self.heartbeats.get(key)
                         jobs.rows.append(
-                            (run.run_id, token_id, t["node"], t["st"], t["att"], t["li"], now, None)
+                            (run.run_id, token_id, t["node"], status, t["att"], t["li"], now, beat)
                         )
             gone = [(r.run_id,) for r in runs if r.run_id in self._jobs_rows]
             self.store.write(
