@@ -239,7 +239,8 @@ def test_render_refuses_unknown_formats(tmp_path: Path) -> None:
 # --- demo -----------------------------------------------------------------------------------
 
 
-def test_demo_writes_every_example(tmp_path: Path) -> None:
+def test_demo_writes_every_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the runs go to demo.duckdb in the current folder
     out = tmp_path / "pictures"
     result = invoke("demo", "--out", str(out))
     assert result.exit_code == 0, result.output
@@ -251,7 +252,9 @@ def test_demo_writes_every_example(tmp_path: Path) -> None:
         assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
         assert "<svg" in (out / f"{name}.svg").read_text()
         assert re.search(rf"^{name}\s+v1\s+\d+ nodes\s+valid\b", result.stdout, re.M)
-    assert result.stdout.rstrip().endswith(f"pictures are in {out.resolve()}")
+    assert f"pictures are in {out.resolve()}" in result.stdout.splitlines()
+    assert (tmp_path / "demo.duckdb").is_file()
+    assert "list them with: wfkit runs --db demo.duckdb" in result.stdout.splitlines()[-1]
 
 
 # --- the installed program ------------------------------------------------------------------

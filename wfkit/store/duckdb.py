@@ -7,8 +7,10 @@ in autocommit (no BEGIN/COMMIT round trips). ``threads=1`` cuts the cost of tiny
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +26,10 @@ __all__ = ["DuckDBStore"]
 
 _CONFLICT_RETRIES = 8
 
+# DuckDB's file lock only keeps other processes out: engines of this process are tracked here
+_OPEN: weakref.WeakValueDictionary[str, DuckDBStore] = weakref.WeakValueDictionary()
+_OPEN_LOCK = threading.Lock()
+
 
 class DuckDBStore:
     """wfkit's tables in a DuckDB file (or ``:memory:``).
@@ -36,6 +42,17 @@ class DuckDBStore:
 
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)
+        self._key = None if self.url == ":memory:" else os.path.realpath(self.url)
+        with _OPEN_LOCK:
+            other = _OPEN.get(self._key) if self._key else None
+            if other is not None and not other._closed:
+                raise StoreError(
+                    f"the DuckDB file {self.url!r} is already open in this process by another "
+                    "wfkit engine; close that one first (engine.close()) or keep using it"
+                )
+            if self._key:
+                _OPEN[self._key] = self
+        self._closed = False
         try:
             self._conn = duckdb.connect(
                 self.url,
@@ -46,6 +63,7 @@ class DuckDBStore:
                 },
             )
         except duckdb.IOException as exc:
+            self._forget()
             if "lock" in str(exc).lower():
                 raise StoreError(
                     f"the DuckDB file {self.url!r} is held by another process ({exc}). One "
@@ -101,6 +119,13 @@ class DuckDBStore:
                 self._conn.close()
             except duckdb.Error:
                 pass
+            self._closed = True
+            self._forget()
+
+    def _forget(self) -> None:
+        with _OPEN_LOCK:
+            if self._key and _OPEN.get(self._key) is self:
+                del _OPEN[self._key]
 
     def write(self, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
         """Run ``statements`` atomically; retry write conflicts with backoff."""
