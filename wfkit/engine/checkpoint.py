@@ -62,7 +62,7 @@ class Checkpoint:
     bookmarks_del: list[str] = field(default_factory=list)
     saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
-    take_posted: Callable[[str, str | None], dict[str, Any] | None] | None = None
+    take_posted: Callable[[str, str | None], tuple[dict[str, Any], str | None] | None] | None = None
     binder: Callable[[str], Callable[..., Any]] | None = None
     start_status: str = ""
 
@@ -140,7 +140,13 @@ class Checkpoint:
         self.arrive(token_id, token, target)
 
     def end_path(self, token_id: str) -> None:
-        """The token's path ends here."""
+        """The token's path ends here (sagas it was in are committed)."""
+        token = self.run.tokens.get(token_id)
+        if token is not None and self.flow.sagas and token["st"] not in ("unwinding",):
+            from wfkit.engine import sagas
+
+            if self.flow.nodes[token["node"]].saga and not token.get("comp"):
+                sagas.on_move(self, token["node"], None)
         self.run.drop("tokens", token_id)
 
     def remove(self, token_id: str) -> None:
@@ -210,6 +216,7 @@ class Checkpoint:
         """End the run as failed: every token is removed, every attempt cancelled."""
         for other in list(self.run.tokens):
             self.remove(other)
+        self._close_sagas("failed")
         self.run.set_status(RunStatus.FAILED.value, error)
         self.event("run.failed", node_id, error=error)
 
@@ -217,8 +224,15 @@ class Checkpoint:
         """End the run as cancelled by an operator."""
         for other in list(self.run.tokens):
             self.remove(other)
+        self._close_sagas("cancelled")
         self.run.set_status(RunStatus.CANCELLED.value, reason)
         self.event("run.cancelled", detail={"reason": reason} if reason else None)
+
+    def _close_sagas(self, status: str) -> None:
+        if self.run.saga:
+            from wfkit.engine import sagas
+
+            sagas.close_open(self, status)
 
     # --- end of the checkpoint -----------------------------------------------------------------
 

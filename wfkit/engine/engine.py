@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -18,11 +19,12 @@ from wfkit.definition.durations import parse_duration
 from wfkit.definition.graph import graph_from_data
 from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
-from wfkit.definition.workflow import Workflow, import_model
+from wfkit.definition.workflow import Workflow
 from wfkit.engine import sagas
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.handles import Run, check_known, explain
+from wfkit.engine.nodes.wait import fit_payload
 from wfkit.engine.records import Event, RunInfo, RunStatus, WaitInfo
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
@@ -373,25 +375,20 @@ class Engine:
                 f"signal {name!r} (key {key}) refused: payload is {size:,} bytes, over the "
                 f"{self.max_payload:,}-byte limit; the wait is left in place"
             )
-        model_path = getattr(node.config, "payload", None)
-        if not model_path:
-            try:
-                return dict(json.loads(json.dumps(payload)))
-            except (TypeError, ValueError) as exc:
-                raise SignalError(
-                    f"signal {name!r} (key {key}) refused: payload is not JSON ({exc}); "
-                    "the wait is left in place"
-                ) from None
-        model = import_model(model_path, f"signal {name!r}")
         try:
-            return model.model_validate(payload).model_dump(mode="json")
+            return fit_payload(node, payload)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
             )
             raise SignalError(
-                f"signal {name!r} (key {key}) refused: the payload does not fit "
-                f"{model.__name__} ({problems}); the wait is left in place — send it again"
+                f"signal {name!r} (key {key}) refused: the payload does not fit {exc.title} "
+                f"({problems}); the wait is left in place — fix the payload and send it again"
+            ) from None
+        except (TypeError, ValueError) as exc:
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: payload is not JSON ({exc}); "
+                "the wait is left in place"
             ) from None
 
     def post_signal(
@@ -408,16 +405,18 @@ class Engine:
         Kept signals are taken first-in first-out and dropped after ``expires``. Returns True
         when a waiting run took it at once, False when it was kept.
         """
-        if self.signal(name, key, payload, actor=actor):
-            return True
         payload = payload or {}
         key_text = None if key is None else str(key)
         size = len(json.dumps(payload, default=str).encode())
         if size > self.max_payload:
             raise SignalError(f"signal {name!r} refused: payload over {self.max_payload:,} bytes")
-        now = self.clock.now()
-        until = now + parse_duration(expires) if expires is not None else None
-        with self._writer.lock:
+        until_delta = parse_duration(expires) if expires is not None else None
+        with self._writer.lock:  # held throughout: no wait can open between the two steps
+            if self.signal(name, key, payload, actor=actor):
+                return True
+            now = self.clock.now()
+            until = now + until_delta if until_delta is not None else None
+            signal_id = _posted_id()
             self._store.write(
                 [
                     Statement("delete_expired_signals", [(now,)]),
@@ -425,7 +424,7 @@ class Engine:
                         "insert_posted_signal",
                         [
                             (
-                                uuid.uuid4().hex[:16],
+                                signal_id,
                                 name,
                                 key_text,
                                 json.dumps(payload),
@@ -438,6 +437,10 @@ class Engine:
                 ]
             )
             self._writer.posted.add((name, key_text))
+            if self._store.query("find_bookmark", ["signal", name, key_text]):
+                # a wait opened meanwhile (on this thread): hand the kept signal to it now
+                self._store.write([Statement("delete_posted_signal", [(signal_id,)])])
+                return self.signal(name, key, payload, actor=actor)
         return False
 
     def approve(
@@ -595,3 +598,11 @@ class Engine:
                 if status.terminal or (left is not None and left <= 0):
                     return status
                 self._scheduler.changed.wait(left if left is not None else 1.0)
+
+
+_posted = itertools.count()
+
+
+def _posted_id() -> str:
+    """Ids of posted signals sort in posting order (the clock may stand still)."""
+    return f"{time.time_ns():020d}-{next(_posted):08d}"

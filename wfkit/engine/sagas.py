@@ -63,12 +63,15 @@ def _set_entry(cp: Checkpoint, entry_id: str, status: str) -> None:
     cp.saga_rows.append(("set", (status, cp.now, cp.run.run_id, entry["pos"])))
 
 
-def on_move(cp: Checkpoint, from_node: str, to_node: str) -> None:
-    """A token moved between nodes: sagas it left are committed (kept, or done for good)."""
+def on_move(cp: Checkpoint, from_node: str, to_node: str | None) -> None:
+    """A token moved between nodes (or its path ended): sagas it left are committed."""
     flow = cp.flow
-    if from_node not in flow.nodes or flow.nodes[from_node].saga == flow.nodes[to_node].saga:
+    if from_node not in flow.nodes:
         return
-    left = [s for s in flow.node_sagas(from_node) if s not in flow.node_sagas(to_node)]
+    target = flow.node_sagas(to_node) if to_node is not None else ()
+    if to_node is not None and flow.nodes[from_node].saga == flow.nodes[to_node].saga:
+        return
+    left = [s for s in flow.node_sagas(from_node) if s not in target]
     for saga_id in left:  # innermost first
         spec = flow.sagas.get(saga_id)
         if spec is None:
@@ -77,7 +80,14 @@ def on_move(cp: Checkpoint, from_node: str, to_node: str) -> None:
             for entry_id, entry in list(cp.run.saga.items()):
                 if entry["st"] == "done" and saga_id in flow.saga_chain(entry["saga"]):
                     _set_entry(cp, entry_id, "kept" if spec.parent else "committed")
-            cp.event("saga.committed", to_node, detail={"saga": saga_id})
+            cp.event("saga.committed", to_node or from_node, detail={"saga": saga_id})
+
+
+def close_open(cp: Checkpoint, status: str) -> None:
+    """The run ends while compensations are under way: record how they were left."""
+    for entry_id, entry in list(cp.run.saga.items()):
+        if entry["st"] == "compensating":
+            _set_entry(cp, entry_id, status)
 
 
 def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
@@ -245,6 +255,7 @@ def recover(cp: Checkpoint, action: str) -> None:
         _advance(cp, token["comp"])
     else:
         cp.event("compensation.abandoned", token["node"], token_id)
+        _set_entry(cp, token["entry"], "abandoned")
         cp.fail_run(
             f"compensation abandoned by {cp.actor or 'an operator'}: {run.error}",
             node_id=token["node"],

@@ -27,7 +27,7 @@ from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
 from wfkit.engine.timers import TimerHeap
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import Statement, Store
+from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
 
 __all__ = ["Released", "Writer"]
 
@@ -153,16 +153,17 @@ class Writer:
             cp.actor = actor
         return cp
 
-    def _take_posted(self, name: str, key: str | None) -> dict[str, Any] | None:
-        """The oldest unexpired signal posted for (name, key), taken in this checkpoint."""
+    def _take_posted(self, name: str, key: str | None) -> tuple[dict[str, Any], str | None] | None:
+        """The oldest unexpired signal posted for (name, key) and its sender, taken in this
+        checkpoint."""
         if (name, key) not in self.posted:
             return None
-        for signal_id, payload, _actor, _expires in self.store.query(
+        for signal_id, payload, actor, _expires in self.store.query(
             "first_posted_signal", [name, key, self.now()]
         ):
             if signal_id not in self._taken:
                 self._taken.append(signal_id)
-                return dict(json.loads(payload))
+                return dict(json.loads(payload)), actor
         return None
 
     def add_instance(
@@ -273,6 +274,8 @@ class Writer:
                         actor,
                     )
                 )
+            elif cp.start_status in TERMINAL_STATUSES:
+                pass  # an ended run only gains events (e.g. restarted): its summary stands
             elif run.status != RunStatus.RUNNING.value:
                 updates.rows.append(self._summary(run, cp.now))
                 self.dirty.discard(run.run_id)

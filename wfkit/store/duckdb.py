@@ -40,6 +40,8 @@ class DuckDBStore:
         The database file; created and migrated when new.
     """
 
+    _closed: bool
+
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)
         self._key = None if self.url == ":memory:" else os.path.realpath(self.url)

@@ -6,13 +6,27 @@ import json
 from typing import Any
 
 import jsonpatch
+from pydantic import ValidationError
 
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.workflow import import_model
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.nodes import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
-from wfkit.errors import ExpressionError
+from wfkit.errors import DefinitionError, ExpressionError
+
+
+def fit_payload(node: Node, payload: Any) -> dict[str, Any]:
+    """The payload as the wait's model reads it (plain JSON where it declares none).
+
+    Raises ``ValidationError`` (or ``TypeError``/``ValueError`` for non-JSON) when it does not fit.
+    """
+    model_path = getattr(node.config, "payload", None)
+    if not model_path:
+        return dict(json.loads(json.dumps(payload)))
+    model = import_model(model_path, f"the payload model of wait {node.config.signal!r}")
+    return model.model_validate(payload).model_dump(mode="json")
 
 
 def park(
@@ -60,10 +74,24 @@ class Wait(NodeHandler):
                 return
             key = None if value is None else str(value)
         posted = cp.take_posted(config.signal, key) if cp.take_posted else None
-        if posted is not None:  # the signal came first and was kept for this wait
-            cp.set_token(token_id, st="wait")
-            self.on_signal(cp, token_id, node_id, node, posted)
-            return
+        while posted is not None:  # the signal came first and was kept for this wait
+            raw, sender = posted
+            try:
+                payload = fit_payload(node, raw)
+            except (ValidationError, DefinitionError, TypeError, ValueError) as exc:
+                cp.event(
+                    "signal.refused",
+                    node_id,
+                    token_id,
+                    actor=sender,
+                    error=str(exc),
+                    detail={"posted": True},
+                )
+            else:
+                cp.set_token(token_id, st="wait")
+                self.on_signal(cp, token_id, node_id, node, payload, actor=sender)
+                return
+            posted = cp.take_posted(config.signal, key) if cp.take_posted else None
         park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
@@ -73,7 +101,13 @@ class Wait(NodeHandler):
         cp.leave(token_id, node_id, "elapsed")
 
     def on_signal(
-        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, payload: dict[str, Any]
+        self,
+        cp: Checkpoint,
+        token_id: str,
+        node_id: str,
+        node: Node,
+        payload: dict[str, Any],
+        actor: str | None = None,
     ) -> None:
         """Apply the payload as the node's ``bind`` says, then continue through ``next``."""
         bind = node.config.bind
@@ -93,5 +127,11 @@ class Wait(NodeHandler):
         cp.run.apply_patch(ops)
         if payload:
             cp.run.put("outputs", node_id, payload)
-        cp.event("signal.received", node_id, token_id, output=payload or None)
+        cp.event(
+            "signal.received",
+            node_id,
+            token_id,
+            output=payload or None,
+            **({"actor": actor} if actor else {}),
+        )
         cp.leave(token_id, node_id, "next")
