@@ -73,7 +73,7 @@ class Engine:
         clock: Clock | None = None,
         registry: ActivityRegistry | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
-        batch_size: int = 256,
+        batch_size: int = 1024,
     ) -> None:
         self.target = str(target)
         self.clock: Clock = clock or SystemClock()
