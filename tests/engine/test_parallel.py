@@ -263,6 +263,28 @@ def test_two_branches_writing_the_same_field_record_a_merge_conflict(engine, act
     assert run.data["owner"] in ("left", "right")
 
 
+def test_a_workflow_asking_for_strict_merges_fails_on_a_conflict(engine, acts) -> None:
+    acts.add("left", setter("owner", "left"))
+    acts.add("right", setter("owner", "right"))
+    acts.noop("after")
+    flow = (
+        wf.Workflow("w", strict_merges=True)
+        .start_with()
+        .parallel(lambda b: b.then("left"), lambda b: b.then("right"))
+        .then("after")
+    )
+    engine.register(flow)
+
+    run = engine.start("w", {"owner": None})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.FAILED
+    assert "after" not in acts.names()
+    assert len(events(run, "merge.conflict")) == 1
+    with pytest.raises(wf.WorkflowFailed, match="strict merges"):
+        run.result(timeout=1)
+
+
 def test_branches_discarded_by_an_any_join_leave_no_open_wait(engine, acts) -> None:
     acts.noop("fast", "after")
     flow = (

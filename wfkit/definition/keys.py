@@ -23,3 +23,4 @@ EDGE_LABEL = "label"
 
 # graph attributes
 SAGAS = "sagas"
+STRICT_MERGES = "strict_merges"

@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 from pydantic import BaseModel
 
-from wfkit.definition import rendering
+from wfkit.definition import keys, rendering
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.builder import Steps
 from wfkit.definition.graph import (
@@ -63,6 +63,7 @@ class Workflow(Steps):
         data: type[BaseModel] | None = None,
         *,
         graph: nx.MultiDiGraph | None = None,
+        strict_merges: bool | None = None,
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise UsageError(f"a workflow id must be a non-empty string, got {id!r}")
@@ -80,8 +81,15 @@ class Workflow(Steps):
         self.id = id
         self.version = version
         self.data_model = data
+        if strict_merges is not None:
+            self._graph.graph[keys.STRICT_MERGES] = bool(strict_merges)
 
     # --- building ---------------------------------------------------------------------------
+
+    @property
+    def strict_merges(self) -> bool:
+        """True when two parallel steps changing the same data path fail the run."""
+        return bool(self._graph.graph.get(keys.STRICT_MERGES, False))
 
     @property
     def graph(self) -> nx.MultiDiGraph:

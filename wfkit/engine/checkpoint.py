@@ -62,6 +62,7 @@ class Checkpoint:
     bookmarks_del: list[str] = field(default_factory=list)
     saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
+    strict_conflict: str | None = None
     take_posted: Callable[[str, str | None], tuple[dict[str, Any], str | None] | None] | None = None
     binder: Callable[[str], Callable[..., Any]] | None = None
     start_status: str = ""

@@ -51,9 +51,16 @@ def merge_result(cp: Checkpoint, token_id: str, result: AttemptResult) -> None:
             conflicts.append(f"{path} (not applied: {exc})")
     run.record_patch(applied)
     if conflicts:
+        node_id = run.tokens[token_id]["node"]
         cp.event(
             "merge.conflict",
-            run.tokens[token_id]["node"],
+            node_id,
             token_id,
             detail={"paths": conflicts, "attempt": result.attempt},
         )
+        if run.flow.workflow.strict_merges:
+            cp.strict_conflict = (
+                f"merge conflict at {node_id!r}: another parallel step changed "
+                f"{', '.join(conflicts)} since this step started; the workflow asks for strict "
+                "merges — let parallel branches write disjoint parts of the document"
+            )

@@ -28,6 +28,10 @@ class Action(NodeHandler):
         detail = {"loop_index": token["li"]} if token["li"] is not None else None
         if result.ok:
             merge_result(cp, token_id, result)
+            if cp.strict_conflict:
+                error, cp.strict_conflict = cp.strict_conflict, None
+                cp.fail_run(error, node_id=node_id)
+                return
             record_output(cp, node_id, token["li"], result.output)
             cp.event(
                 "step.completed",
