@@ -10,6 +10,7 @@ from wfkit.engine.records import Event, RunStatus
 from wfkit.errors import UsageError, WorkflowFailed
 
 if TYPE_CHECKING:
+    from wfkit.definition.workflow import Workflow
     from wfkit.engine.engine import Engine
 
 __all__ = ["Run", "humanize"]
@@ -44,6 +45,11 @@ class Run:
     def outputs(self) -> dict[str, Any]:
         """Recorded outputs by node id (by item index inside a for_each)."""
         return dict(self._engine._state(self.id).outputs)
+
+    @property
+    def workflow(self) -> Workflow:
+        """The workflow definition (the exact version and graph) this run was admitted with."""
+        return self._engine._state(self.id).flow.workflow
 
     @property
     def workflow_id(self) -> str:

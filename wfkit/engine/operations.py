@@ -1,0 +1,291 @@
+"""Operating runs: signals, approvals, cancellation, suspension and saga recovery.
+
+These are the engine's commands that come from people and other systems rather than from the
+workflow itself. Each takes the writer lock, changes one run through a checkpoint and commits it
+(the same path as steps), so of two concurrent commands on one wait exactly one wins.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from wfkit.definition.durations import parse_duration
+from wfkit.engine import sagas
+from wfkit.engine.handles import Run
+from wfkit.engine.nodes.wait import fit_payload
+from wfkit.engine.records import RunStatus, WaitInfo
+from wfkit.engine.state import RunState
+from wfkit.errors import SignalError, UsageError
+from wfkit.store.base import Statement
+
+if TYPE_CHECKING:
+    from wfkit.engine.clock import Clock
+    from wfkit.engine.scheduler import Scheduler
+    from wfkit.engine.writer import Writer
+    from wfkit.store.base import Store
+
+__all__ = ["Operations"]
+
+
+class Operations:
+    """The engine's operator and signalling commands (mixed into :class:`Engine`)."""
+
+    _writer: Writer
+    _store: Store
+    _scheduler: Scheduler
+    clock: Clock
+    max_payload: int
+
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
+        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
+        with self._writer.lock:
+            run = self._writer.get_run(run_id)
+            if run is None:
+                raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+            if RunStatus(run.status).terminal:
+                raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+            self._writer.runs.setdefault(run_id, run)
+            self._writer.checkpoint(run, actor).cancel_run(reason)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    # --- waits --------------------------------------------------------------------------------
+
+    def signal(
+        self,
+        name: str,
+        key: Any = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        actor: str | None = None,
+    ) -> bool:
+        """Resume the wait for signal ``name`` with correlation ``key``.
+
+        Returns True when a wait was resumed, False when nothing waits (the payload is then not
+        applied anywhere). Of concurrent senders to one wait exactly one gets True.
+        """
+        payload = payload or {}
+        if not isinstance(payload, dict):
+            raise SignalError(
+                f"a signal payload must be a JSON object, got {type(payload).__name__}"
+            )
+        key_text = None if key is None else str(key)
+        with self._writer.lock:
+            rows = self._store.query("find_bookmark", ["signal", name, key_text])
+            if not rows:
+                return False
+            run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
+            run = self._writer.get_run(run_id)
+            if run is None or token_id not in run.tokens:
+                return False
+            payload = self._check_payload(run.flow.nodes[node_id], name, key_text, payload)
+            self._writer.runs.setdefault(run_id, run)
+            cp = self._writer.checkpoint(run, actor)
+            cp.bookmarks_del.append(token_id)
+            node = run.flow.nodes[node_id]
+            self._writer.handlers["wait"].on_signal(cp, token_id, node_id, node, payload)  # type: ignore[attr-defined]
+            released = self._writer.commit()
+        self._scheduler.release(released)
+        return True
+
+    def _check_payload(
+        self, node: Any, name: str, key: str | None, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Validate a payload against the wait's model; ``SignalError`` leaves the wait as it is."""
+        size = len(json.dumps(payload, default=str).encode())
+        if size > self.max_payload:
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: payload is {size:,} bytes, over the "
+                f"{self.max_payload:,}-byte limit; the wait is left in place"
+            )
+        try:
+            return fit_payload(node, payload)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
+            )
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: the payload does not fit {exc.title} "
+                f"({problems}); the wait is left in place — fix the payload and send it again"
+            ) from None
+        except (TypeError, ValueError) as exc:
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: payload is not JSON ({exc}); "
+                "the wait is left in place"
+            ) from None
+
+    def post_signal(
+        self,
+        name: str,
+        key: Any = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        expires: str | timedelta | None = "1d",
+        actor: str | None = None,
+    ) -> bool:
+        """Deliver a signal now if its wait is open, else keep it for the next matching wait.
+
+        Kept signals are taken first-in first-out and dropped after ``expires``. Returns True
+        when a waiting run took it at once, False when it was kept.
+        """
+        payload = payload or {}
+        key_text = None if key is None else str(key)
+        size = len(json.dumps(payload, default=str).encode())
+        if size > self.max_payload:
+            raise SignalError(f"signal {name!r} refused: payload over {self.max_payload:,} bytes")
+        until_delta = parse_duration(expires) if expires is not None else None
+        with self._writer.lock:  # held throughout: no wait can open between the two steps
+            if self.signal(name, key, payload, actor=actor):
+                return True
+            now = self.clock.now()
+            until = now + until_delta if until_delta is not None else None
+            signal_id = _posted_id()
+            self._store.write(
+                [
+                    Statement("delete_expired_signals", [(now,)]),
+                    Statement(
+                        "insert_posted_signal",
+                        [
+                            (
+                                signal_id,
+                                name,
+                                key_text,
+                                json.dumps(payload),
+                                now,
+                                until,
+                                actor,
+                            )
+                        ],
+                    ),
+                ]
+            )
+            self._writer.posted.add((name, key_text))
+            if self._store.query("find_bookmark", ["signal", name, key_text]):
+                # a wait opened meanwhile (on this thread): hand the kept signal to it now
+                self._store.write([Statement("delete_posted_signal", [(signal_id,)])])
+                return self.signal(name, key, payload, actor=actor)
+        return False
+
+    def approve(
+        self,
+        run_id: str,
+        node: str,
+        approved: bool = True,
+        *,
+        actor: str | None = None,
+        comment: str | None = None,
+    ) -> None:
+        """Decide the open approval ``node`` of run ``run_id``; records actor, comment and time."""
+        with self._writer.lock:
+            rows = self._store.query("find_bookmark", ["approval", node, run_id])
+            if not rows:
+                open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
+                raise SignalError(
+                    f"run {run_id} has no open approval {node!r} "
+                    f"(open: {', '.join(open_) or 'none'}); check engine.waiting()"
+                )
+            run = self._writer.get_run(run_id)
+            assert run is not None
+            token_id = rows[0][1]
+            self._writer.runs.setdefault(run_id, run)
+            cp = self._writer.checkpoint(run, actor)
+            cp.bookmarks_del.append(token_id)
+            self._writer.handlers["approval"].decide(cp, token_id, node, approved, comment)  # type: ignore[attr-defined]
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    # --- recovery -----------------------------------------------------------------------------
+
+    def _live(self, run_id: str) -> RunState:
+        run = self._writer.get_run(run_id)
+        if run is None:
+            raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+        return run
+
+    def resume(self, run_id: str, *, actor: str | None = None) -> None:
+        """Continue a suspended run: its parked step gets a fresh set of attempts."""
+        with self._writer.lock:
+            run = self._live(run_id)
+            stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
+            if run.status != RunStatus.SUSPENDED.value or not stuck:
+                raise UsageError(f"run {run_id} is {run.status}, not suspended; nothing to resume")
+            if any("comp" in run.tokens[t] for t in stuck):
+                raise UsageError(
+                    f"run {run_id} is suspended on a failed compensation; choose "
+                    "engine.recover_compensation(run_id, action='retry'|'skip'|'abandon')"
+                )
+            self._writer.runs.setdefault(run_id, run)
+            cp = self._writer.checkpoint(run, actor)
+            run.set_status(RunStatus.RUNNING.value)
+            cp.event("run.resumed", detail={"steps": [run.tokens[t]["node"] for t in stuck]})
+            for token_id in stuck:
+                cp.ready(token_id, attempt=1)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    def recover_compensation(
+        self, run_id: str, action: str = "retry", *, actor: str | None = None
+    ) -> None:
+        """Decide a failed compensation: ``retry`` it, ``skip`` it (recorded as a decision), or
+        ``abandon`` the unwind (the run fails as it stands)."""
+        if action not in ("retry", "skip", "abandon"):
+            raise UsageError(f"action must be 'retry', 'skip' or 'abandon', not {action!r}")
+        with self._writer.lock:
+            run = self._live(run_id)
+            if not any(t.get("comp") and t["st"] == "suspended" for t in run.tokens.values()):
+                raise UsageError(
+                    f"run {run_id} ({run.status}) has no failed compensation to recover; "
+                    "use engine.resume for a suspended step"
+                )
+            self._writer.runs.setdefault(run_id, run)
+            sagas.recover(self._writer.checkpoint(run, actor), action)
+            released = self._writer.commit()
+        self._scheduler.release(released)
+
+    def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
+        """Start a fresh run of the same definition with the original input; lineage both ways."""
+        rows = self._store.query("instance_origin", [run_id])
+        if not rows:
+            raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+        workflow_id, version, digest, input_json, status = rows[0]
+        if not RunStatus(status).terminal:
+            raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
+        flow = self._writer.flow(workflow_id, version, digest)
+        with self._writer.lock:
+            new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
+            self._writer.add_instance(new, input_json, actor, parent=run_id)
+            cp = self._writer.checkpoint(new, actor)
+            cp.event(
+                "run.started",
+                detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
+            )
+            cp.spawn(flow.start, [])
+            old = self._live(run_id)
+            self._writer.checkpoint(old, actor).event(
+                "run.restarted", detail={"new_run": new.run_id}
+            )
+            released = self._writer.commit()
+        self._scheduler.release(released)
+        return Run(self, new.run_id)  # type: ignore[arg-type]  # self is the Engine
+
+    def waiting(self) -> list[WaitInfo]:
+        """Every open wait and approval: run, node, key, since and deadline."""
+        return [
+            WaitInfo(r[0], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8] or "{}"))
+            for r in self._store.query("bookmarks")
+        ]
+
+
+_posted = itertools.count()
+
+
+def _posted_id() -> str:
+    """Ids of posted signals sort in posting order (the clock may stand still)."""
+    return f"{time.time_ns():020d}-{next(_posted):08d}"
