@@ -13,12 +13,26 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import wfkit as wf
-from wfkit import cli
-from wfkit.cli import DemoRun, app
+from wfkit import demo
+from wfkit.cli import app
+from wfkit.demo import DemoRun
 
 WFKIT = Path(sys.executable).parent / "wfkit"
 WIDE = {"COLUMNS": "400", "NO_COLOR": "1"}
 WORKFLOWS = ["onboarding", "fulfilment", "checkout", "trip"]
+PLANNED = [
+    ("onboarding", "completed"),  # no approval needed
+    ("onboarding", "completed"),  # waits for signal 'approval'; the demo sends it
+    ("fulfilment", "completed"),  # partial join; the demo approves 'review'
+    ("checkout", "completed"),
+    ("checkout", "failed"),  # card declined: the reservation is released
+    ("checkout", "failed"),  # ... and the release fails: suspended, the demo skips it
+    ("trip", "completed"),
+    ("trip", "failed"),  # over budget: car, hotel, flight cancelled
+]
+"""The demo's runs in order: workflow and the status each must end in."""
+ONBOARD_SIGNAL, FULFIL, DECLINED, SKIPPED, TRIP, TRIP_UNWOUND = 1, 2, 4, 5, 6, 7
+"""Positions in the run table of the runs the tests look into."""
 ROW = re.compile(r"^([0-9a-f]{16})  +(\S+)  +(\d+)  +(\S+)  +(.*)$", re.M)
 """A row of the demo's run table: id, workflow, version, status, explanation."""
 LISTED = re.compile(r"^([0-9a-f]{16})  +(\S+)  +(\d+)  +(\S+)  +(\S+ \S+)  +(.*)$", re.M)
@@ -87,22 +101,66 @@ def check_demo_output(output: str, errors: str) -> list[tuple[str, ...]]:
     """The facts every successful demo prints; returns the run table's rows."""
     for name in WORKFLOWS:
         assert name in output
-    assert "completed" in output
     rows = demo_rows(output)
-    assert [r[1] for r in rows] == WORKFLOWS, output
-    assert [r[2] for r in rows] == ["1"] * 4
-    assert [r[3] for r in rows] == ["completed"] * 4
-    assert [r[4] for r in rows] == ["completed"] * 4
+    assert [(r[1], r[3]) for r in rows] == PLANNED, output
+    assert [r[2] for r in rows] == ["1"] * len(PLANNED)
+    explained = [r[4] for r in rows]
+    assert explained[ONBOARD_SIGNAL] == explained[FULFIL] == "completed"
+    assert explained[DECLINED] == (
+        "failed: wfkit.examples.checkout.PaymentDeclined: card declined for order demo-o-3"
+    )
+    assert explained[SKIPPED].startswith("failed: ") and "demo-o-4" in explained[SKIPPED]
+    assert explained[TRIP_UNWOUND].startswith("failed: RuntimeError: budget 50.0 too small")
+    # (a) the signal: the wait is explained, then the demo sends it
+    assert re.search(
+        r"the run is waiting for signal 'approval' \(key demo-c-2\) since \d\d:\d\d; "
+        r"times out in 3 days\n.*the demo sends signal 'approval' \(key demo-c-2\) "
+        r"\{'approved': True\} as actor 'demo': it resumed the wait\n.*the run is completed",
+        output,
+    ), output
+    # (b) the partial join approved by a person
     assert "'orders.ship-line' failed 3 times" in output
     assert "ShippingError: carrier refused BROKEN-7" in output
     assert "waiting for approval 'review'" in output
     assert "the demo approves 'review' as actor 'demo'" in output
+    # (c) the saga unwinds: only the completed step is compensated
+    assert (
+        "'card.charge' failed 2 times (PaymentDeclined: card declined for order demo-o-3); the "
+        "saga compensates its completed steps newest first: 'inventory.reserve'"
+    ) in output
+    assert "compensation 'inventory.release' undid 'inventory.reserve'" in output
+    assert "'car.book', 'hotel.book', 'flight.book'" in output
+    cancels = re.findall(r"compensation '(\w+)\.cancel' undid", output)
+    assert cancels == ["car", "hotel", "flight"]
+    # (d) a failed compensation suspends the run; the demo skips it
+    for attempt in (1, 2, 3):
+        assert (
+            f"compensation 'inventory.release' of 'inventory.reserve' failed (attempt {attempt})"
+            ": ConnectionError: inventory service unreachable"
+        ) in output
+    assert (
+        "the run is suspended: compensation 'inventory.release' of 'inventory.reserve' failed 3 "
+        "times: ConnectionError: inventory service unreachable: cannot release res-demo-o-4 "
+        "(attempt 3); choose retry, skip or abandon (engine.recover_compensation)"
+    ) in output
+    assert "the demo decides 'skip' as actor 'demo' (engine.recover_compensation)" in output
+    assert "compensation of 'inventory.reserve' skipped by demo: recorded as a decision" in output
     assert "wf.ManualClock" in output
-    assert re.search(r"^all 4 runs reached their expected status in [\d.]+ s", output, re.M)
-    assert "the manual clock moved 6 s" in output  # the retry delays: 2 s, then 4 s
-    assert "4/4" in errors  # tqdm's progress bar, on stderr
+    assert re.search(r"^all 8 runs reached their expected status in [\d.]+ s", output, re.M)
+    # the retry delays: fulfilment 2 s + 4 s; declined charge 1 s; suspended checkout 1 s
+    # (charge) + 1 s + 2 s (release); trip capture 1 s + 2 s
+    assert "the manual clock moved 14 s" in output
+    assert "8/8" in errors  # tqdm's progress bar, on stderr
     assert "Traceback" not in output + errors
     return rows
+
+
+def saga_steps(engine: wf.Engine, run_id: str) -> list[tuple[str, str, int, str]]:
+    """(node, compensation, position, status) of a run's saga steps, oldest first."""
+    return engine.sql(
+        "SELECT node_id, compensation, position, status FROM wf_saga_steps "
+        f"WHERE run_id = '{run_id}' ORDER BY position"
+    ).fetchall()
 
 
 # --- demo in process ------------------------------------------------------------------------
@@ -120,10 +178,21 @@ def test_demo_runs_every_example_to_its_end(tmp_path: Path) -> None:
     )
 
     with wf.Engine(db) as engine:  # what the file holds, read by a new engine
-        stored = engine.runs()
-        assert sorted(r.run_id for r in stored) == sorted(r[0] for r in rows)
-        assert {r.status for r in stored} == {wf.RunStatus.COMPLETED}
-        fulfilment = engine.run(rows[1][0])
+        stored = {r.run_id: r.status.value for r in engine.runs()}
+        assert stored == {r[0]: r[3] for r in rows}
+
+        # (a) an onboarding that waited for signal 'approval' and completed once the demo sent it
+        onboarding = engine.run(rows[ONBOARD_SIGNAL][0])
+        history = onboarding.history()
+        kinds = [e.kind for e in history]
+        assert kinds.index("signal.waiting") < kinds.index("signal.received")
+        (received,) = [e for e in history if e.kind == "signal.received"]
+        assert received.actor == "demo" and received.node_id == "approval"
+        assert onboarding.status == wf.RunStatus.COMPLETED
+        assert onboarding.data.is_approved is True and onboarding.data.welcomed is True
+
+        # (b) the partial join approved by a person
+        fulfilment = engine.run(rows[FULFIL][0])
         history = fulfilment.history()
         failed = [e for e in history if e.kind == "step.failed"]
         assert [e.attempt for e in failed] == [1, 2, 3]
@@ -132,7 +201,49 @@ def test_demo_runs_every_example_to_its_end(tmp_path: Path) -> None:
         (decision,) = [e for e in history if e.kind == "approval.approved"]
         assert decision.actor == "demo" and decision.node_id == "review"
         assert fulfilment.data.confirmed is True
-        assert engine.run(rows[3][0]).data.booked == ["flight", "hotel", "car"]
+        assert engine.run(rows[TRIP][0]).data.booked == ["flight", "hotel", "car"]
+
+        # (c) failed sagas: compensation events in the reverse order of the saga's steps
+        for index, compensated in ((DECLINED, 1), (TRIP_UNWOUND, 3)):
+            run_id = rows[index][0]
+            run = engine.run(run_id)
+            assert run.status == wf.RunStatus.FAILED
+            steps = saga_steps(engine, run_id)
+            assert len(steps) == compensated
+            assert {step[3] for step in steps} == {"compensated"}
+            done = [e.node_id for e in run.history() if e.kind == "compensation.completed"]
+            assert done == [step[0] for step in reversed(steps)]
+            assert run.history()[-1].kind == "run.failed"
+        assert saga_steps(engine, rows[DECLINED][0]) == [
+            ("inventory.reserve", "inventory.release", 1, "compensated")
+        ]
+        assert [s[0] for s in saga_steps(engine, rows[TRIP_UNWOUND][0])] == [
+            "flight.book",
+            "hotel.book",
+            "car.book",
+        ]
+        declined = engine.run(rows[DECLINED][0])
+        assert declined.data.reservation is None and declined.data.charge is None
+        assert engine.run(rows[TRIP_UNWOUND][0]).data.booked == []
+
+        # (d) suspended on a failed compensation, then skipped by the demo: failed, step skipped
+        skipped = engine.run(rows[SKIPPED][0])
+        history = skipped.history()
+        kinds = [e.kind for e in history]
+        failures = [e for e in history if e.kind == "compensation.failed"]
+        assert [e.attempt for e in failures] == [1, 2, 3]
+        down = "ConnectionError: inventory service unreachable"
+        assert all(down in (e.error or "") for e in failures)
+        assert kinds.index("run.suspended") < kinds.index("compensation.skipped")
+        (decision,) = [e for e in history if e.kind == "compensation.skipped"]
+        assert decision.actor == "demo" and decision.node_id == "inventory.reserve"
+        assert kinds[-1] == "run.failed" and "compensation.completed" not in kinds
+        assert skipped.status == wf.RunStatus.FAILED
+        assert saga_steps(engine, rows[SKIPPED][0]) == [
+            ("inventory.reserve", "inventory.release", 1, "skipped")
+        ]
+        assert skipped.data.reservation == "res-demo-o-4"  # skipped: nothing undid it
+        assert skipped.node_statuses()["inventory.reserve"] == "skipped"
         assert engine.waiting() == []
 
 
@@ -142,7 +253,7 @@ def test_demo_twice_on_one_file_adds_runs(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     second = invoke("demo", "--db", str(db), "--out", str(out))
     assert second.exit_code == 0, second.output
-    assert f"{db} already holds 4 runs from before; this demo adds 4 more" in second.stdout
+    assert f"{db} already holds 8 runs from before; this demo adds 8 more" in second.stdout
     old = [r[0] for r in check_demo_output(first.stdout, first.stderr)]
     new = [r[0] for r in check_demo_output(second.stdout, second.stderr)]
     assert not set(old) & set(new), "the second table must show only the second demo's runs"
@@ -150,16 +261,16 @@ def test_demo_twice_on_one_file_adds_runs(tmp_path: Path) -> None:
     listed = invoke("runs", "--db", str(db))
     assert listed.exit_code == 0, listed.output
     rows = listed_rows(listed.stdout)
-    assert len(rows) == 8 and {r[3] for r in rows} == {"completed"}
-    assert {r[0] for r in rows[:4]} == set(new), "newest first: the second demo's runs lead"
-    assert f"8 of 8 runs in {db}" in listed.stdout
+    assert len(rows) == 16 and {r[3] for r in rows} == {"completed", "failed"}
+    assert {r[0] for r in rows[:8]} == set(new), "newest first: the second demo's runs lead"
+    assert f"16 of 16 runs in {db}" in listed.stdout
 
 
 def test_demo_fails_when_a_run_misses_its_expected_status(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     declined = DemoRun("checkout", {"order_id": "o-9", "amount": 5.0, "card_ok": False}, "declined")
-    monkeypatch.setattr(cli, "DEMO_RUNS", (declined,))
+    monkeypatch.setattr(demo, "DEMO_RUNS", (declined,))
     result = invoke("demo", "--db", str(tmp_path / "d.duckdb"), "--out", str(tmp_path / "p"))
     assert result.exit_code == 1, result.output
     (row,) = demo_rows(result.stdout)
@@ -167,6 +278,46 @@ def test_demo_fails_when_a_run_misses_its_expected_status(
     assert f"error: run {row[0]} of checkout is failed, expected completed" in result.stderr
     assert "card declined for order o-9" in result.stderr
     assert "reached their expected status" not in result.stdout
+
+
+def test_demo_fails_when_a_run_lacks_an_expected_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declined = DemoRun(
+        "checkout",
+        {"order_id": "o-8", "amount": 5.0, "card_ok": False},
+        "declined, but said to suspend",
+        expected="failed",
+        must_see=("run.suspended", "compensation.skipped"),
+    )
+    monkeypatch.setattr(demo, "DEMO_RUNS", (declined,))
+    result = invoke("demo", "--db", str(tmp_path / "d.duckdb"), "--out", str(tmp_path / "p"))
+    assert result.exit_code == 1, result.output
+    (row,) = demo_rows(result.stdout)
+    assert row[3] == "failed"
+    assert (
+        f"error: run {row[0]} of checkout is failed as expected, but its history lacks "
+        "compensation.skipped, run.suspended: declined, but said to suspend"
+    ) in result.stderr
+
+
+def test_demo_stops_at_a_suspended_run_it_has_no_decision_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stuck = DemoRun(
+        "checkout",
+        {"order_id": "o-7", "amount": 5.0, "card_ok": False, "inventory_down": True},
+        "no decision",
+        expected="failed",
+    )
+    monkeypatch.setattr(demo, "DEMO_RUNS", (stuck,))
+    result = invoke("demo", "--db", str(tmp_path / "d.duckdb"), "--out", str(tmp_path / "p"))
+    assert result.exit_code == 1, result.output
+    (row,) = demo_rows(result.stdout)
+    assert row[3] == "suspended"
+    assert row[4].endswith("choose retry, skip or abandon (engine.recover_compensation)")
+    assert f"error: run {row[0]} of checkout is suspended, expected failed" in result.stderr
+    assert "gave up" not in result.stdout, "a suspended run is not driven by the clock"
 
 
 # --- runs in process ------------------------------------------------------------------------
@@ -179,23 +330,29 @@ def test_runs_filters_by_status_workflow_and_limit(tmp_path: Path) -> None:
     everything = invoke("runs", "--db", str(db))
     assert everything.exit_code == 0, everything.output
     rows = listed_rows(everything.stdout)
-    assert sorted(r[1] for r in rows) == sorted(WORKFLOWS)
-    assert {r[3] for r in rows} == {"completed"} and {r[5] for r in rows} == {"completed"}
+    assert sorted((r[1], r[3]) for r in rows) == sorted(PLANNED)
+    assert all(r[5] == "completed" for r in rows if r[3] == "completed")
+    assert all(r[5].startswith("failed: ") for r in rows if r[3] == "failed")
     assert everything.stdout.splitlines()[0].split() == [
         "RUN", "WORKFLOW", "VERSION", "STATUS", "STARTED", "(UTC)", "EXPLAIN"
     ]  # fmt: skip
 
     failed = invoke("runs", "--db", str(db), "--status", "failed")
     assert failed.exit_code == 0, failed.output
-    assert listed_rows(failed.stdout) == []
-    assert failed.stdout.strip() == f"no runs with status failed in {db} (4 runs in all)"
+    assert sorted(r[1] for r in listed_rows(failed.stdout)) == ["checkout", "checkout", "trip"]
+    assert f"3 of 8 runs in {db}" in failed.stdout
+
+    none = invoke("runs", "--db", str(db), "--status", "suspended")
+    assert none.exit_code == 0, none.output
+    assert listed_rows(none.stdout) == []
+    assert none.stdout.strip() == f"no runs with status suspended in {db} (8 runs in all)"
 
     one = invoke("runs", "--db", str(db), "--workflow", "fulfilment", "--status", "COMPLETED")
     assert [r[1] for r in listed_rows(one.stdout)] == ["fulfilment"]
 
     newest = invoke("runs", "--db", str(db), "--limit", "2")
     assert len(listed_rows(newest.stdout)) == 2
-    assert "2 of 4 runs" in newest.stdout and "raise --limit" in newest.stdout
+    assert "2 of 8 runs" in newest.stdout and "raise --limit" in newest.stdout
 
 
 def test_runs_on_a_missing_file_creates_nothing(tmp_path: Path) -> None:
@@ -240,13 +397,16 @@ def test_program_demo_then_runs_in_new_processes(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr == ""
     rows = listed_rows(listed.stdout)
-    assert sorted(r[1] for r in rows) == sorted(WORKFLOWS)
-    assert [r[3] for r in rows] == ["completed"] * 4
+    assert sorted((r[1], r[3]) for r in rows) == sorted(PLANNED)
 
     failed = run_wfkit("runs", "--db", str(db), "--status", "failed", cwd=tmp_path)
     assert failed.returncode == 0, failed.stderr
-    assert listed_rows(failed.stdout) == []
-    assert "no runs with status failed" in failed.stdout
+    assert sorted(r[1] for r in listed_rows(failed.stdout)) == ["checkout", "checkout", "trip"]
+
+    cancelled = run_wfkit("runs", "--db", str(db), "--status", "cancelled", cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert listed_rows(cancelled.stdout) == []
+    assert "no runs with status cancelled" in cancelled.stdout
 
 
 @pytest.mark.slow
@@ -255,11 +415,11 @@ def test_program_demo_twice_uses_default_file_in_cwd(tmp_path: Path) -> None:
         done = run_wfkit("demo", "--out", "pics", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         check_demo_output(done.stdout, done.stderr)
-    assert "demo.duckdb already holds 4 runs from before" in done.stdout
+    assert "demo.duckdb already holds 8 runs from before" in done.stdout
     listed = run_wfkit("runs", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert len(listed_rows(listed.stdout)) == 8
-    assert "8 of 8 runs in demo.duckdb" in listed.stdout
+    assert len(listed_rows(listed.stdout)) == 16
+    assert "16 of 16 runs in demo.duckdb" in listed.stdout
 
 
 @pytest.mark.slow
@@ -311,4 +471,4 @@ def test_program_reports_a_locked_file_in_one_line(tmp_path: Path) -> None:
         holder.communicate("", timeout=30)
     assert holder.returncode == 0
     after = run_wfkit("runs", "--db", str(db), cwd=tmp_path)  # released: readable again
-    assert after.returncode == 0 and len(listed_rows(after.stdout)) == 4
+    assert after.returncode == 0 and len(listed_rows(after.stdout)) == 8

@@ -7,22 +7,20 @@ import importlib
 import importlib.util
 import inspect
 import logging
-import re
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
 import typer
-from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
 
 from wfkit.definition.problems import Severity
 from wfkit.definition.rendering import RenderingUnavailable
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import Engine, ManualClock, Run, RunStatus
+from wfkit.demo import count_runs as _count_runs
+from wfkit.demo import run_demo
+from wfkit.demo import table as _table
+from wfkit.engine import Engine, RunStatus
 from wfkit.errors import WfkitError
 
 app = typer.Typer(
@@ -173,48 +171,6 @@ def render(
     typer.echo(f"wrote {path}")
 
 
-@dataclass(frozen=True)
-class DemoRun:
-    """One run the demo starts: which workflow, its data, and the status it must end in."""
-
-    workflow: str
-    data: dict[str, Any]
-    story: str
-    expected: str = "completed"
-
-
-DEMO_RUNS = (
-    DemoRun(
-        "onboarding",
-        {"customer_id": "demo-c-1", "email": "ana@example.com"},
-        "no approval needed: open the account, send the welcome mail",
-    ),
-    DemoRun(
-        "fulfilment",
-        {
-            "order_id": "demo-o-1",
-            "lines": [{"sku": "A-100"}, {"sku": "BROKEN-7"}, {"sku": "C-300", "quantity": 2}],
-        },
-        "line BROKEN-7 fails every attempt; the partial shipment waits for approval 'review'",
-    ),
-    DemoRun(
-        "checkout",
-        {"order_id": "demo-o-2", "amount": 42.5},
-        "saga happy path: reserve, charge, book the courier, send the receipt",
-    ),
-    DemoRun(
-        "trip",
-        {"traveller": "ana", "budget": 800.0},
-        "nested saga happy path: flight, then hotel and car, then capture the payment",
-    ),
-)
-"""The runs ``wfkit demo`` starts, in order."""
-
-DEMO_ACTOR = "demo"
-_DEMO_TICK = "1s"  # how far the demo moves the manual clock when a run waits on a timer
-_DEMO_MAX_TICKS = 600  # ten simulated minutes without progress: give up on the run
-
-
 @app.command()
 @_friendly
 def demo(
@@ -224,141 +180,9 @@ def demo(
         typer.Option(help="DuckDB file the runs are written to; new runs are added to it"),
     ] = Path("demo.duckdb"),
 ) -> None:
-    """Define, validate and draw the example workflows, then run them durably on a DuckDB file."""
-    from wfkit.examples import all_workflows
-
-    out.mkdir(parents=True, exist_ok=True)
-    flows = all_workflows()
-    failed = False
-    for flow in flows.values():
-        problems = flow.validate()
-        status = "valid" if not problems else f"{len(problems)} problems"
-        failed |= any(p.severity == Severity.ERROR for p in problems)
-        try:
-            svg = flow.render(out / f"{flow.id}.svg")
-            png = flow.render(out / f"{flow.id}.png")
-        except RenderingUnavailable as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from None
-        nodes = flow.graph.number_of_nodes()
-        typer.echo(f"{flow.id:<12} v{flow.version}  {nodes:>2} nodes  {status:<12} {svg}  {png}")
-    typer.echo(f"pictures are in {out.resolve()}")
-    if failed:
-        typer.echo("error: an example workflow is invalid; not running the examples", err=True)
-        raise typer.Exit(1)
-
-    began = time.perf_counter()
-    clock = ManualClock(datetime.now(UTC))
-    existed = db.exists()
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with Engine(db, clock=clock) as engine:
-        earlier = _count_runs(engine)
-        ((latest,),) = engine.sql("SELECT max(occurred_at) FROM wf_events").fetchall()
-        if latest is not None and latest >= clock.now():
-            # an earlier demo moved its clock ahead of the real one: start after it, keep order
-            clock.advance(latest - clock.now() + timedelta(milliseconds=1))
-        zero = clock.now()
-        if existed:
-            typer.echo(
-                f"{db} already holds {earlier} runs from before; this demo adds "
-                f"{len(DEMO_RUNS)} more (the table shows this demo's runs; "
-                f"wfkit runs --db {db} lists them all)"
-            )
-        else:
-            typer.echo(f"runs are written to {db.resolve()} (a new file)")
-        typer.echo(
-            "clock: a wf.ManualClock that the demo moves past retry delays by hand, so the demo "
-            "takes a second, not minutes"
-        )
-        for flow in flows.values():
-            engine.register(flow)
-        started: list[tuple[DemoRun, Run]] = []
-        with tqdm(total=len(DEMO_RUNS), desc="running the examples", unit="run") as bar:
-            for plan in DEMO_RUNS:
-                bar.set_postfix_str(plan.workflow)
-                flow = flows[plan.workflow]
-                run = engine.start(flow.id, plan.data, version=flow.version, actor=DEMO_ACTOR)
-                tqdm.write(f"{plan.workflow} {run.id}: {plan.story}", file=sys.stdout)
-                for note in _drive(engine, clock, run):
-                    tqdm.write(f"{plan.workflow} {run.id}: {note}", file=sys.stdout)
-                started.append((plan, run))
-                bar.update(1)
-        rows = [
-            (run.id, plan.workflow, flows[plan.workflow].version, run.status.value, run.explain())
-            for plan, run in started
-        ]
-        moved = clock.now() - zero
-    typer.echo("")
-    for line in _table(("RUN", "WORKFLOW", "VERSION", "STATUS", "EXPLAIN"), rows):
-        typer.echo(line)
-    typer.echo("")
-    wrong = [
-        (plan, row) for (plan, _), row in zip(started, rows, strict=True) if row[3] != plan.expected
-    ]
-    for plan, row in wrong:
-        typer.echo(
-            f"error: run {row[0]} of {plan.workflow} is {row[3]}, expected {plan.expected}: "
-            f"{row[4]}",
-            err=True,
-        )
-    if wrong:
-        raise typer.Exit(1)
-    typer.echo(
-        f"all {len(rows)} runs reached their expected status in "
-        f"{time.perf_counter() - began:.1f} s (the manual clock moved "
-        f"{moved.total_seconds():.0f} s); list them with: wfkit runs --db {db}"
-    )
-
-
-def _drive(engine: Engine, clock: ManualClock, run: Run) -> Iterator[str]:
-    """Drive ``run`` to its end: run what is ready, approve open approvals, move the clock.
-
-    Yields a sentence for everything a reader of the demo should know about.
-    """
-    ticks = 0
-    while ticks < _DEMO_MAX_TICKS:
-        engine.run_until_idle()
-        status = run.status
-        if status.terminal or status == RunStatus.SUSPENDED:
-            return
-        approvals = [w for w in engine.waiting() if w.run_id == run.id and w.kind == "approval"]
-        if not approvals:
-            clock.advance(_DEMO_TICK)  # retries and timers fire once their due time has passed
-            ticks += 1
-            continue
-        failures = [e for e in run.history() if e.kind == "step.failed"]
-        if failures:
-            last = failures[-1]
-            why = (last.error or "").strip().splitlines()[-1:] or ["no error text"]
-            why[0] = re.sub(r"^[\w.]*\.(?=\w+: )", "", why[0])  # drop the exception's module
-            yield (
-                f"{last.node_id!r} failed {len(failures)} times, retried on the manual clock "
-                f"({why[0]}); the join is partial, so the run is {run.explain()}"
-            )
-        for wait in approvals:
-            engine.approve(
-                run.id,
-                wait.node_id,
-                approved=True,
-                actor=DEMO_ACTOR,
-                comment="approved by wfkit demo",
-            )
-            yield f"the demo approves {wait.node_id!r} as actor {DEMO_ACTOR!r}, so the run goes on"
-    yield f"gave up after {ticks} clock moves: {run.explain()}"
-
-
-def _count_runs(engine: Engine) -> int:
-    ((count,),) = engine.sql("SELECT count(*) FROM wf_instances").fetchall()
-    return int(count)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """Plain-text lines of a table with left-aligned columns two spaces apart."""
-    cells = [[str(c) for c in row] for row in [headers, *rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
+    """Define, validate and draw the example workflows, then run them durably on a DuckDB file:
+    a signal, an approval, a saga unwind and a failed compensation, driven on a manual clock."""
+    raise typer.Exit(run_demo(db, out, typer.echo))
 
 
 @app.command()
@@ -430,3 +254,152 @@ def main() -> None:
     except WfkitError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(1)
+
+
+# --- HTTP API: serve, and operator commands that use the file or its server -----------------
+# `wfkit serve` owns a DuckDB file and exposes wfkit.api over HTTP. `signal`, `approve`,
+# `recover` and `cancel` open the file directly when it is free, and send their request to
+# the server (URL and token from `<db>.server.json`) when a running server holds it.
+
+Db = Annotated[Path, typer.Option(help="The DuckDB file (or the server that holds it)")]
+Actor = Annotated[
+    str | None, typer.Option(help="Who does it, recorded in the history [default: your login]")
+]
+
+
+def _oneline(command: F) -> F:
+    """Like ``_friendly``, keeping the error on one line."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except WfkitError as exc:
+            typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+            raise typer.Exit(1) from None
+
+    return cast(F, run)
+
+
+@app.command()
+@_oneline
+def serve(
+    db: Db = Path("runs.duckdb"),
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one")] = 8000,
+    module: Annotated[
+        list[str] | None,
+        typer.Option(help="Module or .py file defining activities and workflows (repeatable)"),
+    ] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Engine worker threads")] = 4,
+    max_body: Annotated[
+        int, typer.Option(min=1, help="Largest request body accepted, in bytes")
+    ] = 256 * 1024,
+    access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
+) -> None:
+    """Serve the HTTP API (/api/v1) over a DuckDB file until Ctrl-C.
+
+    The token comes from WFKIT_API_TOKEN, or is generated and printed once. While serving,
+    <db>.server.json (owner-only) holds the URL, pid and token for the other commands.
+    """
+    from wfkit.api.server import serve as serve_api
+
+    serve_api(db, host, port, None, module or (), threads, max_body=max_body, access_log=access_log)
+
+
+@app.command("signal")
+@_oneline
+def signal_command(
+    name: Annotated[str, typer.Argument(help="The signal's name")],
+    key: Annotated[
+        str | None, typer.Argument(help="The correlation key (leave out for uncorrelated waits)")
+    ] = None,
+    payload: Annotated[str, typer.Option(help="The payload, a JSON object")] = "{}",
+    db: Db = Path("runs.duckdb"),
+    actor: Actor = None,
+    post_if_absent: Annotated[
+        bool, typer.Option(help="Keep the signal for a wait not reached yet")
+    ] = False,
+    expires: Annotated[str, typer.Option(help="How long a kept signal is kept")] = "1d",
+) -> None:
+    """Send a signal to the run waiting on NAME (and KEY)."""
+    from wfkit.api.operate import operate, parse_payload, whoami
+
+    body = parse_payload(payload)
+    what = f"signal {name!r}" + (f" (key {key})" if key is not None else "")
+    with operate(db) as (target, via):
+        if post_if_absent:
+            delivered = target.post_signal(name, key, body, expires=expires, actor=whoami(actor))
+        else:
+            delivered = target.signal(name, key, body, actor=whoami(actor))
+    if delivered:
+        typer.echo(f"{what} delivered: the waiting run resumed{via}")
+    elif post_if_absent:
+        typer.echo(f"{what} kept for the next matching wait for {expires}{via}")
+    else:
+        typer.echo(
+            f"{what} not delivered: no run waits for it (pass --post-if-absent to keep it "
+            f"for a wait not reached yet){via}"
+        )
+
+
+@app.command("approve")
+@_oneline
+def approve_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id")],
+    node: Annotated[str, typer.Argument(help="The approval's node id")],
+    approved: Annotated[bool, typer.Option("--approve/--reject", help="The decision")] = True,
+    comment: Annotated[str | None, typer.Option(help="Why, recorded with the decision")] = None,
+    actor: Actor = None,
+    db: Db = Path("runs.duckdb"),
+) -> None:
+    """Approve (or --reject) the open approval NODE of run RUN."""
+    from wfkit.api.operate import operate, run_status, whoami
+
+    who = whoami(actor)
+    with operate(db) as (target, via):
+        target.approve(run_id, node, approved=approved, actor=who, comment=comment)
+        status = run_status(target, run_id)
+    decision = "approved" if approved else "rejected"
+    typer.echo(f"run {run_id}: {node!r} {decision} by {who}; the run is {status}{via}")
+
+
+@app.command("recover")
+@_oneline
+def recover_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id")],
+    action: Annotated[
+        str, typer.Option(help="retry the compensation, skip it, or abandon the unwind")
+    ] = "retry",
+    actor: Actor = None,
+    db: Db = Path("runs.duckdb"),
+) -> None:
+    """Decide the failed compensation of a suspended run: retry, skip or abandon."""
+    from wfkit.api.operate import operate, run_status, whoami
+    from wfkit.errors import UsageError
+
+    if action not in ("retry", "skip", "abandon"):
+        raise UsageError(f"--action must be retry, skip or abandon, not {action!r}")
+    who = whoami(actor)
+    with operate(db) as (target, via):
+        target.recover_compensation(run_id, action, actor=who)
+        status = run_status(target, run_id)
+    typer.echo(f"run {run_id}: compensation {action} by {who}; the run is {status}{via}")
+
+
+@app.command("cancel")
+@_oneline
+def cancel_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id")],
+    reason: Annotated[str, typer.Option(help="Why, recorded in the history")] = "",
+    actor: Actor = None,
+    db: Db = Path("runs.duckdb"),
+) -> None:
+    """Cancel a run that has not ended."""
+    from wfkit.api.operate import operate, run_status, whoami
+
+    who = whoami(actor)
+    with operate(db) as (target, via):
+        target.cancel(run_id, actor=who, reason=reason)
+        status = run_status(target, run_id)
+    typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")

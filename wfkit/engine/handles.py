@@ -88,7 +88,7 @@ class Run:
 
     def node_statuses(self) -> dict[str, str]:
         """Status of every node this run reached: succeeded, failed, running, waiting,
-        retrying, compensated or skipped (nodes not reached are absent)."""
+        retrying, compensating, compensated or skipped (nodes not reached are absent)."""
         statuses: dict[str, str] = {}
         for event in self.history():
             node = event.node_id
@@ -114,6 +114,9 @@ class Run:
                 statuses[node] = "skipped"
         state = self._engine._state(self.id)
         for token in state.tokens.values():
+            if "comp" in token:
+                statuses[token["node"]] = "compensating"
+                continue
             statuses[token["node"]] = {
                 "ready": "running",
                 "wait": "waiting",
@@ -189,7 +192,11 @@ def explain(engine: Engine, run_id: str) -> str:
             parts.append(f"running {node!r} (attempt {token['att']})")
         elif token["st"] == "retry" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
-            parts.append(f"retrying {node!r} (attempt {token['att']}) in {humanize(due - now)}")
+            what = f"{node!r}"
+            if "comp" in token:
+                undo = state.saga.get(token["entry"], {}).get("comp", "?")
+                what = f"compensation {undo!r} of {node!r}"
+            parts.append(f"retrying {what} (attempt {token['att']}) in {humanize(due - now)}")
         elif token["st"] == "timer" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
             parts.append(

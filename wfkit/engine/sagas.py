@@ -251,6 +251,7 @@ def recover(cp: Checkpoint, action: str) -> None:
             token_id,
             detail={"note": "recorded as a decision: the step was not undone by the engine"},
         )
+        cp.actor = None  # what follows (the unwind going on, the run failing) is the engine's
         run.drop("tokens", token_id)
         _advance(cp, token["comp"])
     else:

@@ -352,9 +352,12 @@ class Writer:
         with self.lock:
             runs = [self.runs[r] for r in self.dirty if r in self.runs]
             self.dirty.clear()
+            now = self.now()
+            if self.posted:  # kept signals past their expiry go when the engine is idle
+                self.store.write([Statement("delete_expired_signals", [(now,)])])
+                self.posted = {(n, k) for n, k in self.store.query("posted_keys")}
             if not runs:
                 return
-            now = self.now()
             jobs = Statement("insert_job")
             for run in runs:
                 for token_id, t in run.tokens.items():

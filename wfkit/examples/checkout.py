@@ -13,6 +13,9 @@ class CheckoutData(BaseModel):
     order_id: str
     amount: float
     card_ok: bool = True
+    inventory_down: bool = False
+    """While true the inventory service is unreachable: releasing a reservation raises
+    ``ConnectionError``, so a compensation fails (the demo and notebook 03 use it)."""
     reservation: str | None = None
     charge: str | None = None
     courier: str | None = None
@@ -31,7 +34,12 @@ def reserve(ctx: wf.ActivityContext[CheckoutData]) -> dict[str, str]:
 
 @wf.activity("inventory.release")
 def release(ctx: wf.ActivityContext[CheckoutData]) -> None:
-    """Release the reservation."""
+    """Release the reservation; fails while the document says the inventory service is down."""
+    if ctx.data.inventory_down:
+        raise ConnectionError(
+            f"inventory service unreachable: cannot release {ctx.data.reservation} "
+            f"(attempt {ctx.attempt})"
+        )
     ctx.data.reservation = None
 
 

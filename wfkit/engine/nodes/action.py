@@ -83,8 +83,9 @@ class Action(NodeHandler):
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
         cp.clear_timer(token_id)
-        attempt = cp.run.tokens[token_id]["att"]
-        cp.event("step.retrying", node_id, token_id, attempt=attempt)
+        token = cp.run.tokens[token_id]
+        kind = "compensation.retrying" if "comp" in token else "step.retrying"
+        cp.event(kind, node_id, token_id, attempt=token["att"])
         cp.ready(token_id)
 
 

@@ -1,0 +1,146 @@
+"""The operator commands on a DuckDB file that no server holds: they open the file directly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+import wfkit as wf
+from tests.api import http_flows
+from wfkit.api.server import running_server, sidecar_path
+from wfkit.cli import app
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "400", "NO_COLOR": "1"})
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "runs.duckdb"
+    with wf.Engine(path) as engine:
+        engine.register(http_flows.flow)
+    return path
+
+
+def _start(db: Path, order: str) -> str:
+    with wf.Engine(db) as engine:
+        run = engine.start("http-order", {"order_id": order})
+        engine.run_until_idle()
+        assert run.status == wf.RunStatus.WAITING
+        return run.id
+
+
+def _advance(db: Path, run_id: str) -> tuple[str, list[str], list[wf.Event]]:
+    """Run what the command left ready; the run's status, open waits and history."""
+    with wf.Engine(db) as engine:
+        engine.run_until_idle()
+        run = engine.run(run_id)
+        waits = [w.node_id for w in engine.waiting() if w.run_id == run_id]
+        return run.status.value, waits, run.history()
+
+
+def test_signal_and_approve_open_the_file_when_no_server_holds_it(db: Path) -> None:
+    run_id = _start(db, "o-1")
+
+    sent = invoke("signal", "paid", "o-1", "--payload", '{"amount": 3}', "--db", str(db))
+    assert sent.exit_code == 0, sent.output
+    assert sent.stdout == "signal 'paid' (key o-1) delivered: the waiting run resumed\n"
+    assert _advance(db, run_id)[:2] == ("waiting", ["review"])
+
+    again = invoke("signal", "paid", "o-1", "--payload", '{"amount": 3}', "--db", str(db))
+    assert again.exit_code == 0
+    assert "not delivered: no run waits for it" in again.stdout
+
+    approved = invoke(
+        "approve", run_id, "review", "--actor", "ana", "--comment", "ok", "--db", str(db)
+    )
+    assert approved.exit_code == 0, approved.output
+    assert approved.stdout.startswith(f"run {run_id}: 'review' approved by ana; the run is ")
+    status, waits, history = _advance(db, run_id)
+    assert (status, waits) == ("completed", [])
+    decision = next(e for e in history if e.kind == "approval.approved")
+    assert decision.actor == "ana"
+
+
+def test_a_kept_signal_waits_for_its_run(db: Path) -> None:
+    kept = invoke(
+        "signal",
+        "paid",
+        "o-2",
+        "--payload",
+        '{"amount": 2}',
+        "--post-if-absent",
+        "--expires",
+        "1h",
+        "--db",
+        str(db),
+    )
+    assert kept.exit_code == 0, kept.output
+    assert kept.stdout == "signal 'paid' (key o-2) kept for the next matching wait for 1h\n"
+    with wf.Engine(db) as engine:
+        run = engine.start("http-order", {"order_id": "o-2"})
+        engine.run_until_idle()
+        assert [w.node_id for w in engine.waiting() if w.run_id == run.id] == ["review"]
+        assert run.data.paid == 2.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("signal", "paid", "o-3", "--payload", "{oops"), "the payload is not JSON"),
+        (("signal", "paid", "o-3", "--payload", "[1]"), "must be a JSON object"),
+        (("signal", "paid", "o-3", "--payload", '{"amount": -1}'), "left in place"),
+        (("approve", "nosuchrun", "review"), "no open approval"),
+        (("cancel", "nosuchrun"), "there is no run 'nosuchrun'"),
+        (("recover", "RUN", "--action", "forget"), "--action must be retry, skip or abandon"),
+        (("recover", "RUN"), "has no failed compensation"),
+    ],
+)
+def test_failures_are_one_line_and_exit_1(db: Path, args: tuple[str, ...], message: str) -> None:
+    run_id = _start(db, "o-3")
+    result = invoke(*[run_id if a == "RUN" else a for a in args], "--db", str(db))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert message in result.stderr
+    assert _advance(db, run_id)[:2] == ("waiting", ["paid"])  # nothing changed
+
+
+def test_cancel_records_the_actor_and_refuses_a_second_time(db: Path) -> None:
+    run_id = _start(db, "o-4")
+    first = invoke("cancel", run_id, "--actor", "op", "--reason", "duplicate", "--db", str(db))
+    assert first.exit_code == 0, first.output
+    assert first.stdout == f"run {run_id}: cancelled by op; the run is cancelled\n"
+    second = invoke("cancel", run_id, "--db", str(db))
+    assert second.exit_code == 1
+    assert "already cancelled" in second.stderr
+
+
+def test_a_missing_file_is_an_error_not_a_new_database(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.duckdb"
+    result = invoke("cancel", "r-1", "--db", str(missing))
+    assert result.exit_code == 1
+    assert "no such file" in result.stderr
+    assert not missing.exists()
+
+
+def test_a_stale_sidecar_of_a_dead_server_is_ignored(db: Path) -> None:
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    sidecar_path(db).write_text(
+        json.dumps({"url": "http://127.0.0.1:9", "pid": int(gone.stdout), "token": "t"})
+    )
+    assert running_server(db) is None
+    run_id = _start(db, "o-5")
+    result = invoke("cancel", run_id, "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert "via the server" not in result.stdout

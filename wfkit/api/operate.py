@@ -1,0 +1,89 @@
+"""Operating on a DuckDB file from another process: directly when it is free, else via its server.
+
+One process owns a DuckDB file. ``operate(db)`` opens the engine on ``db`` when nobody holds it,
+and otherwise, when ``wfkit serve`` holds it (its ``<db>.server.json`` names a live process),
+returns an :class:`ApiClient` of that server, whose methods mirror the engine's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from wfkit.api.client import ApiClient
+from wfkit.api.server import running_server
+from wfkit.engine import Engine
+from wfkit.errors import StoreError, UsageError
+
+__all__ = ["operate", "parse_payload", "run_status", "whoami"]
+
+
+@contextlib.contextmanager
+def operate(db: str | Path) -> Iterator[tuple[Engine | ApiClient, str]]:
+    """The engine on ``db`` or a client of the server holding it, and words saying which.
+
+    The words are ``""`` for the file itself and ``" (via the server at URL)"`` for a server.
+
+    Raises
+    ------
+    UsageError
+        When ``db`` does not exist and no server holds it.
+    StoreError
+        When another process (not a wfkit server) holds ``db``.
+    """
+    path = Path(db)
+    server = running_server(path)
+    if server is None and not path.is_file():
+        raise UsageError(f"no such file: {path}; point --db at a wfkit DuckDB file")
+    if server is None:
+        if "" not in sys.path:  # payload models in modules of the current folder can be found
+            sys.path.insert(0, "")
+        try:
+            engine = Engine(path)
+        except StoreError:
+            server = running_server(path)  # a server may have taken the file just now
+            if server is None:
+                raise
+        else:
+            with engine:
+                yield engine, ""
+            return
+    yield ApiClient(server.url, server.token), f" (via the server at {server.url})"
+
+
+def run_status(target: Engine | ApiClient, run_id: str) -> str:
+    """The status of run ``run_id``, from the engine or the server."""
+    if isinstance(target, Engine):
+        return target.run(run_id).status.value
+    return target.status(run_id)
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    """A signal payload given as JSON text; it must be an object."""
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(
+            f"the payload is not JSON ({exc}); write an object like '{{\"amount\": 42}}'"
+        ) from None
+    if not isinstance(payload, dict):
+        raise UsageError(
+            f"the payload must be a JSON object, not {type(payload).__name__}; "
+            "wrap it, e.g. '{\"value\": ...}'"
+        )
+    return payload
+
+
+def whoami(actor: str | None) -> str:
+    """``actor``, or the login name of the user running the command."""
+    if actor:
+        return actor
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "wfkit-cli"

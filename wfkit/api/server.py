@@ -1,0 +1,298 @@
+"""``serve``: run the HTTP API over a DuckDB file with uvicorn, and tell other processes about it.
+
+One process owns a DuckDB file. While it serves, it writes ``<db>.server.json`` (readable by its
+owner only) with the server's URL, process id and token, so that ``wfkit signal`` and friends,
+finding the file locked, can send their request to the server instead. The file is removed and
+the engine closed when the server stops (Ctrl-C or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+import uvicorn
+
+from wfkit.api.app import API_PREFIX, create_app
+from wfkit.api.auth import TOKEN_ENV, resolve_token
+from wfkit.api.limits import DEFAULT_MAX_BODY
+from wfkit.definition.workflow import Workflow
+from wfkit.engine import Engine
+from wfkit.errors import UsageError
+
+__all__ = [
+    "ServerInfo",
+    "load_modules",
+    "running_server",
+    "serve",
+    "sidecar_path",
+]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What ``<db>.server.json`` says about the server holding a database."""
+
+    url: str
+    pid: int
+    token: str
+
+
+def sidecar_path(db: str | Path) -> Path:
+    """Where the server of ``db`` writes its URL, pid and token: ``<db>.server.json``."""
+    return Path(f"{db}.server.json")
+
+
+def running_server(db: str | Path) -> ServerInfo | None:
+    """The server holding ``db``, or None when there is no sidecar file or its process is gone."""
+    path = sidecar_path(db)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+        info = ServerInfo(str(found["url"]), int(found["pid"]), str(found["token"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info if _alive(info.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def load_modules(names: Sequence[str]) -> list[ModuleType]:
+    """Import the modules that define activities and workflows.
+
+    A name is a dotted module (found from the current folder too) or a path to a ``.py`` file,
+    imported under its stem with its folder on ``sys.path`` (so models it defines can be found
+    again by ``module:Class``).
+    """
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    return [_load(name) for name in names]
+
+
+def _load(name: str) -> ModuleType:
+    if not name.endswith(".py"):
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            raise UsageError(
+                f"cannot import module {name!r} ({exc}); run from the folder that holds it, "
+                "put it on PYTHONPATH, or pass the path to its .py file"
+            ) from exc
+    path = Path(name).resolve()
+    if not path.is_file():
+        raise UsageError(f"no such file: {name}; pass an existing .py file or a module name")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    if path.stem in sys.modules:
+        return sys.modules[path.stem]
+    return importlib.import_module(path.stem)
+
+
+def _workflows(modules: Sequence[ModuleType]) -> list[Workflow]:
+    found: dict[tuple[str, int], Workflow] = {}
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, Workflow):
+                found.setdefault((value.id, value.version), value)
+    return list(found.values())
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, writing the sidecar file once it listens."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_started()
+
+
+class _Stop(Exception):
+    """A SIGINT or SIGTERM arrived outside uvicorn's own handling."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into ``_Stop`` so clean-up runs (uvicorn re-raises them at its end)."""
+    if sys.platform == "win32":
+        yield
+        return
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {host}:{port} ({exc}); pick another --port (0 picks a free one) "
+            "or stop what uses it"
+        ) from exc
+    return sock
+
+
+def _url(host: str, sock: socket.socket) -> str:
+    port = sock.getsockname()[1]
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _write_private(path: Path, payload: dict[str, Any]) -> None:
+    """Write JSON readable by its owner only (0600), replacing any earlier file atomically."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(payload, out)
+    os.chmod(temp, 0o600)  # in case the file already existed with wider permissions
+    os.replace(temp, path)
+
+
+def _remove_if_ours(path: Path) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+
+
+def serve(
+    db: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    modules: Sequence[str] = (),
+    threads: int = 4,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    access_log: bool = True,
+) -> None:
+    """Serve the HTTP API over the DuckDB file ``db`` until SIGINT or SIGTERM.
+
+    Parameters
+    ----------
+    db : str or Path
+        The DuckDB file; this process owns it while serving.
+    host, port : str, int
+        Where to listen; port 0 picks a free port (the sidecar file says which).
+    token : str, optional
+        The bearer token; ``WFKIT_API_TOKEN`` or a generated one (printed once) by default.
+    modules : sequence of str
+        Modules (or ``.py`` files) to import: their activities register themselves, and every
+        module-level ``Workflow`` is registered with the engine.
+    threads : int
+        Engine worker threads.
+    max_body : int
+        Largest request body accepted, in bytes.
+
+    Raises
+    ------
+    StoreError
+        When another process holds ``db``.
+    UsageError
+        When a module cannot be imported or the address cannot be bound.
+    """
+    token, generated = resolve_token(token)
+    with _stop_on_signals():
+        try:
+            _serve(
+                db,
+                host,
+                port,
+                token,
+                generated,
+                load_modules(modules),
+                threads,
+                max_body,
+                access_log,
+            )
+        except _Stop:
+            pass
+    print(f"wfkit serve stopped; {db} is closed", flush=True)
+
+
+def _serve(
+    db: str | Path,
+    host: str,
+    port: int,
+    token: str,
+    generated: bool,
+    modules: Sequence[ModuleType],
+    threads: int,
+    max_body: int,
+    access_log: bool,
+) -> None:
+    sidecar = sidecar_path(db)
+    engine = Engine(db)
+    sock: socket.socket | None = None
+    try:
+        for flow in _workflows(modules):
+            engine.register(flow)
+        app = create_app(engine, token, max_body=max_body)
+        sock = _bind(host, port)
+        url = _url(host, sock)
+        config = uvicorn.Config(
+            app, log_level="info", access_log=access_log, timeout_graceful_shutdown=10
+        )
+        info = {"url": url, "pid": os.getpid(), "token": token, "db": str(Path(db).resolve())}
+        server = _Server(config, lambda: _announce(sidecar, info, engine, generated))
+        engine.start_workers(threads)
+        server.run(sockets=[sock])
+    finally:
+        _remove_if_ours(sidecar)
+        if sock is not None:
+            sock.close()
+        engine.close()
+
+
+def _announce(sidecar: Path, info: dict[str, Any], engine: Engine, generated: bool) -> None:
+    _write_private(sidecar, info)
+    flows = ", ".join(f"{w} v{max(v)}" for w, v in engine.workflows().items()) or "none"
+    print(
+        f"wfkit serve: {info['url']}{API_PREFIX} (docs at {info['url']}{API_PREFIX}/docs) "
+        f"on {info['db']}; workflows: {flows}",
+        flush=True,
+    )
+    if generated:
+        print(
+            f"token (shown once; set {TOKEN_ENV} to choose one): {info['token']}",
+            flush=True,
+        )
