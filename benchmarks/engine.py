@@ -67,7 +67,22 @@ def w5(tmp: Path) -> dict[str, object]:
     )
     delta = json.dumps({"s": {"tokens:t1": {"node": "n", "st": "ready", "att": 1}}, "d": []})
     now = datetime.now(UTC).replace(tzinfo=None)
-    row = ["r", 0, now, "step.completed", "bench.noop", "t1", 1, now, None, None, None, None, delta, None]
+    row = [
+        "r",
+        0,
+        now,
+        "step.completed",
+        "bench.noop",
+        "t1",
+        1,
+        now,
+        None,
+        None,
+        None,
+        None,
+        delta,
+        None,
+    ]
     n = 2000
     t = time.perf_counter()
     for i in range(n):
@@ -75,35 +90,84 @@ def w5(tmp: Path) -> dict[str, object]:
         con.execute(sql, row)
     single = n / (time.perf_counter() - t)
     batches = 100
-    batch_sql = sql.rpartition("VALUES")[0] + "VALUES " + ", ".join(["(" + ", ".join("?" * 14) + ")"] * 100)
+    batch_sql = (
+        sql.rpartition("VALUES")[0] + "VALUES " + ", ".join(["(" + ", ".join("?" * 14) + ")"] * 100)
+    )
     t = time.perf_counter()
     for b in range(batches):
         flat: list[object] = []
         for i in range(100):
-            flat += ["r", b * 100 + i, now, "step.completed", "bench.noop", "t1", 1, now,
-                     None, None, None, None, delta, None]
+            flat += [
+                "r",
+                b * 100 + i,
+                now,
+                "step.completed",
+                "bench.noop",
+                "t1",
+                1,
+                now,
+                None,
+                None,
+                None,
+                None,
+                delta,
+                None,
+            ]
         con.execute("BEGIN")
         con.execute(batch_sql, flat)
         con.execute("COMMIT")
     values_rate = batches * 100 / (time.perf_counter() - t)
     # the same rows as one column-wise statement (lists bound as parameters)
-    types = ["VARCHAR", "BIGINT", "TIMESTAMP", "VARCHAR", "VARCHAR", "VARCHAR", "INTEGER",
-             "TIMESTAMP", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"]
-    columnar_sql = sql.rpartition("VALUES")[0] + "SELECT " + ", ".join(f"unnest(?::{t}[])" for t in types)
+    types = [
+        "VARCHAR",
+        "BIGINT",
+        "TIMESTAMP",
+        "VARCHAR",
+        "VARCHAR",
+        "VARCHAR",
+        "INTEGER",
+        "TIMESTAMP",
+        "VARCHAR",
+        "VARCHAR",
+        "VARCHAR",
+        "VARCHAR",
+        "VARCHAR",
+        "VARCHAR",
+    ]
+    columnar_sql = (
+        sql.rpartition("VALUES")[0] + "SELECT " + ", ".join(f"unnest(?::{t}[])" for t in types)
+    )
     t = time.perf_counter()
     for b in range(batches):
-        columns = [["r"] * 100, list(range(b * 100, b * 100 + 100)), [now] * 100,
-                   ["step.completed"] * 100, ["bench.noop"] * 100, ["t1"] * 100, [1] * 100,
-                   [now] * 100, [None] * 100, [None] * 100, [None] * 100, [None] * 100,
-                   [delta] * 100, [None] * 100]
+        columns = [
+            ["r"] * 100,
+            list(range(b * 100, b * 100 + 100)),
+            [now] * 100,
+            ["step.completed"] * 100,
+            ["bench.noop"] * 100,
+            ["t1"] * 100,
+            [1] * 100,
+            [now] * 100,
+            [None] * 100,
+            [None] * 100,
+            [None] * 100,
+            [None] * 100,
+            [delta] * 100,
+            [None] * 100,
+        ]
         con.execute("BEGIN")
         con.execute(columnar_sql, columns)
         con.execute("COMMIT")
     columnar_rate = batches * 100 / (time.perf_counter() - t)
     batched = max(values_rate, columnar_rate)
     con.close()
-    return emit(workload="W5", single_commits_per_s=round(single), batched_rows_per_s=round(batched),
-                batched_values_rows_per_s=round(values_rate), batched_columnar_rows_per_s=round(columnar_rate))
+    return emit(
+        workload="W5",
+        single_commits_per_s=round(single),
+        batched_rows_per_s=round(batched),
+        batched_values_rows_per_s=round(values_rate),
+        batched_columnar_rows_per_s=round(columnar_rate),
+    )
 
 
 def w1(tmp: Path, steps: int = 1000) -> dict[str, object]:
@@ -118,13 +182,20 @@ def w1(tmp: Path, steps: int = 1000) -> dict[str, object]:
     elapsed = time.perf_counter() - t
     assert run.status == wf.RunStatus.COMPLETED, run.explain()
     eng.close()
-    return emit(workload="W1", steps=steps, seconds=round(elapsed, 3), steps_per_s=round(steps / elapsed),
-                ms_per_checkpoint=round(elapsed / steps * 1000, 3))
+    return emit(
+        workload="W1",
+        steps=steps,
+        seconds=round(elapsed, 3),
+        steps_per_s=round(steps / elapsed),
+        ms_per_checkpoint=round(elapsed / steps * 1000, 3),
+    )
 
 
 def w2c(tmp: Path, runs: int = 1000, threads: int = 0) -> dict[str, object]:
     eng = fresh(tmp, "w2c")
-    eng.register(wf.Workflow("w2c", 1).start_with("bench.noop").then("bench.noop").then("bench.noop"))
+    eng.register(
+        wf.Workflow("w2c", 1).start_with("bench.noop").then("bench.noop").then("bench.noop")
+    )
     t = time.perf_counter()
     handles = eng.start_many("w2c", [{} for _ in range(runs)])
     if threads:
@@ -135,8 +206,14 @@ def w2c(tmp: Path, runs: int = 1000, threads: int = 0) -> dict[str, object]:
     assert done == runs, done
     eng.close()
     del handles
-    return emit(workload="W2C", runs=runs, threads=threads, seconds=round(elapsed, 3),
-                runs_per_s=round(runs / elapsed), steps_per_s=round(runs * 3 / elapsed))
+    return emit(
+        workload="W2C",
+        runs=runs,
+        threads=threads,
+        seconds=round(elapsed, 3),
+        runs_per_s=round(runs / elapsed),
+        steps_per_s=round(runs * 3 / elapsed),
+    )
 
 
 def w3(tmp: Path, width: int = 200) -> dict[str, object]:
@@ -149,12 +226,16 @@ def w3(tmp: Path, width: int = 200) -> dict[str, object]:
     elapsed = time.perf_counter() - t
     assert run.status == wf.RunStatus.COMPLETED, run.explain()
     eng.close()
-    return emit(workload="W3", branches=width, seconds=round(elapsed, 3), steps_per_s=round(width / elapsed))
+    return emit(
+        workload="W3", branches=width, seconds=round(elapsed, 3), steps_per_s=round(width / elapsed)
+    )
 
 
 def w4(tmp: Path, runs: int = 10_000) -> dict[str, object]:
     eng = fresh(tmp, "w4")
-    eng.register(wf.Workflow("w4", 1).start_with().wait_for_signal("go", correlate="key").then("bench.noop"))
+    eng.register(
+        wf.Workflow("w4", 1).start_with().wait_for_signal("go", correlate="key").then("bench.noop")
+    )
     gc.collect()
     before = rss_kib()
     t = time.perf_counter()
@@ -175,9 +256,16 @@ def w4(tmp: Path, runs: int = 10_000) -> dict[str, object]:
     done = sum(1 for r in eng.runs(limit=runs * 2) if r.status == wf.RunStatus.COMPLETED)
     eng.close()
     q = statistics.quantiles(latencies, n=100)
-    return emit(workload="W4", runs=runs, start_seconds=round(started, 2), rss_bytes_per_parked_run=round(per_run),
-                signal_seconds=round(signalled, 2), completed=done,
-                signal_to_resumed_p50_ms=round(q[49], 3), signal_to_resumed_p99_ms=round(q[98], 3))
+    return emit(
+        workload="W4",
+        runs=runs,
+        start_seconds=round(started, 2),
+        rss_bytes_per_parked_run=round(per_run),
+        signal_seconds=round(signalled, 2),
+        completed=done,
+        signal_to_resumed_p50_ms=round(q[49], 3),
+        signal_to_resumed_p99_ms=round(q[98], 3),
+    )
 
 
 def main(argv: list[str]) -> None:
