@@ -213,6 +213,12 @@ class Checkpoint:
             return
         self.fail_run(error, node_id=node_id)
 
+    def fail_step(self, token_id: str, error: str, *, attempt: int | None = None) -> None:
+        """A step that runs no activity (an expression, a decision) failed: record and route it."""
+        node_id = self.run.tokens[token_id]["node"]
+        self.event("step.failed", node_id, token_id, attempt=attempt, error=error)
+        self.fail(token_id, error)
+
     def fail_run(self, error: str, *, node_id: str | None = None) -> None:
         """End the run as failed: every token is removed, every attempt cancelled."""
         for other in list(self.run.tokens):

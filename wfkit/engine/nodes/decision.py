@@ -49,8 +49,7 @@ class Decision(Action):
         try:
             value = evaluate(expression, cp.run.data, extra=expression_scope(cp, token))
         except ExpressionError as exc:
-            cp.event("step.failed", node_id, token_id, attempt=1, error=str(exc))
-            cp.fail(token_id, str(exc))
+            cp.fail_step(token_id, str(exc), attempt=1)
             return
         self._choose(cp, token_id, node_id, node, value, f"expression {expression!r}")
 
@@ -68,8 +67,7 @@ class Decision(Action):
                 f"decision {node_id!r}: {source} gave {value!r}, which names none of its "
                 f"outlets ({', '.join(node.outlets)}); return one of those names or a boolean"
             )
-            cp.event("step.failed", node_id, token_id, error=error)
-            cp.fail(token_id, error)
+            cp.fail_step(token_id, error)
             return
         cp.event("decision.taken", node_id, token_id, detail={"outlet": outlet})
         cp.leave(token_id, node_id, outlet)

@@ -39,16 +39,14 @@ class ForEach(NodeHandler):
         try:
             items = evaluate(config.items, cp.run.data, extra=expression_scope(cp, token))
         except ExpressionError as exc:
-            cp.event("step.failed", node_id, token_id, error=str(exc))
-            cp.fail(token_id, str(exc))
+            cp.fail_step(token_id, str(exc))
             return
         if not isinstance(items, list):
             error = (
                 f"for_each {node_id!r}: items expression {config.items!r} gave a "
                 f"{type(items).__name__}, not a list; point it at a list in the data"
             )
-            cp.event("step.failed", node_id, token_id, error=error)
-            cp.fail(token_id, error)
+            cp.fail_step(token_id, error)
             return
         limit = config.max_parallelism or max(len(items), 1)
         frame_id = open_frame(cp, node_id, token, len(items), items=items, next=0, limit=limit)

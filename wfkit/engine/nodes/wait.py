@@ -69,8 +69,7 @@ class Wait(NodeHandler):
             try:
                 value = evaluate(config.correlate, cp.run.data, extra=expression_scope(cp, token))
             except ExpressionError as exc:
-                cp.event("step.failed", node_id, token_id, error=str(exc))
-                cp.fail(token_id, str(exc))
+                cp.fail_step(token_id, str(exc))
                 return
             key = None if value is None else str(value)
         posted = cp.take_posted(config.signal, key) if cp.take_posted else None
