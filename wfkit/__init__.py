@@ -41,6 +41,7 @@ from wfkit.engine import (
     Run,
     RunInfo,
     RunStatus,
+    RunView,
     VisitLimitExceeded,
     WaitInfo,
 )
@@ -56,6 +57,16 @@ from wfkit.errors import (
 )
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # the notebook widgets load ipywidgets and anywidget: only when first used (wf.widgets.X)
+    if name == "widgets":
+        import importlib
+
+        return importlib.import_module("wfkit.widgets")
+    raise AttributeError(f"module 'wfkit' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD",
@@ -80,6 +91,7 @@ __all__ = [
     "Run",
     "RunInfo",
     "RunStatus",
+    "RunView",
     "SagaPolicy",
     "Severity",
     "SignalError",

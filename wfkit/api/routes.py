@@ -45,6 +45,7 @@ NODE_COLOURS = {
     "running": "#bbdefb",
     "waiting": "#fff9c4",
     "retrying": "#ffe0b2",
+    "compensating": "#f3e5f5",
     "compensated": "#e1bee7",
     "skipped": "#eeeeee",
 }
@@ -116,12 +117,12 @@ def _created(started: StartedRun) -> JSONResponse:
 
 
 def _started(engine: Engine, run: Run, restart_of: str | None = None) -> StartedRun:
-    state = engine._state(run.id)
+    view = run.view()
     return StartedRun(
         run_id=run.id,
-        workflow=state.flow.id,
-        version=state.flow.version,
-        status=state.status,
+        workflow=view.workflow_id,
+        version=view.version,
+        status=view.status,
         restart_of=restart_of,
     )
 
@@ -234,15 +235,15 @@ def start_run(engine: EngineDep, body: StartRequest) -> JSONResponse:
 def get_run(engine: EngineDep, run_id: RunId) -> RunDetail:
     """Everything about one run."""
     run = _run(engine, run_id)
-    state = engine._state(run_id)
+    state = run.view()
     return RunDetail(
         run_id=run_id,
-        workflow=state.flow.id,
-        version=state.flow.version,
+        workflow=state.workflow_id,
+        version=state.version,
         status=state.status,
         explain=run.explain(),
         data=state.data,
-        outputs=dict(state.outputs),
+        outputs=state.outputs,
         nodes=run.node_statuses(),
         history=[EventOut.of(e) for e in run.history()],
     )
@@ -263,10 +264,10 @@ def get_run(engine: EngineDep, run_id: RunId) -> RunDetail:
 def get_graph(engine: EngineDep, run_id: RunId) -> Response:
     """The workflow graph the run follows, each node it reached filled by its status."""
     run = _run(engine, run_id)
-    flow = engine._state(run_id).flow  # no public accessor for a run's workflow yet
+    workflow = run.workflow
     colours = {node: NODE_COLOURS.get(st, "#ffffff") for node, st in run.node_statuses().items()}
-    title = f"{flow.id} v{flow.version} — run {run_id}"
-    svg = to_svg(flow.workflow.graph, title=title, status=colours)
+    title = f"{workflow.id} v{workflow.version} — run {run_id}"
+    svg = to_svg(workflow.graph, title=title, status=colours)
     return Response(svg, media_type="image/svg+xml")
 
 

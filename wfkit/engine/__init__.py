@@ -9,7 +9,7 @@ from wfkit.engine.checkpoint import VisitLimitExceeded
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
-from wfkit.engine.records import Event, RunInfo, RunStatus, WaitInfo
+from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
 
 __all__ = [
     "Clock",
@@ -19,6 +19,7 @@ __all__ = [
     "Run",
     "RunInfo",
     "RunStatus",
+    "RunView",
     "SystemClock",
     "VisitLimitExceeded",
     "WaitInfo",

@@ -177,6 +177,13 @@ class Engine(Operations):
             self._latest.setdefault(workflow.id, {})[workflow.version] = flow
         return workflow
 
+    def definition(self, workflow_id: str, version: int | None = None) -> Workflow:
+        """The registered workflow (the latest version unless ``version`` is given)."""
+        try:
+            return self._resolve(workflow_id, version).workflow
+        except AdmissionError as exc:
+            raise UsageError(str(exc)) from None
+
     def workflows(self) -> dict[str, list[int]]:
         """Registered workflow ids and their versions."""
         return {wid: sorted(versions) for wid, versions in sorted(self._latest.items())}

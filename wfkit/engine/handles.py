@@ -6,7 +6,8 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wfkit.engine.records import Event, RunStatus
+from wfkit.definition.kinds import Node
+from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.errors import UsageError, WorkflowFailed
 
 if TYPE_CHECKING:
@@ -45,6 +46,33 @@ class Run:
     def outputs(self) -> dict[str, Any]:
         """Recorded outputs by node id (by item index inside a for_each)."""
         return dict(self._engine._state(self.id).outputs)
+
+    def view(self) -> RunView:
+        """Status, data, outputs and where each token stands, read together at one moment."""
+        state = self._engine._state(self.id)
+        return RunView(
+            self.id,
+            state.flow.id,
+            state.flow.version,
+            RunStatus(state.status),
+            state.error,
+            state.data,
+            dict(state.outputs),
+            state.seq,
+            {t: dict(tok) for t, tok in state.tokens.items()},
+        )
+
+    def node(self, node_id: str) -> Node:
+        """The validated node ``node_id`` of the definition this run follows."""
+        nodes = self._engine._state(self.id).flow.nodes
+        if node_id not in nodes:
+            raise UsageError(f"run {self.id} has no node {node_id!r}")
+        return nodes[node_id]
+
+    @property
+    def version(self) -> int:
+        """The workflow version this run was admitted with."""
+        return self._engine._state(self.id).flow.version
 
     @property
     def workflow(self) -> Workflow:

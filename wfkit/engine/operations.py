@@ -121,6 +121,19 @@ class Operations:
                 "the wait is left in place"
             ) from None
 
+    def check_payload(self, run_id: str, node_id: str, payload: Any) -> dict[str, Any]:
+        """The payload as the wait ``node_id`` of run ``run_id`` would take it.
+
+        Raises ``SignalError`` (saying what does not fit) without touching the wait.
+        """
+        with self._writer.lock:
+            run = self._live(run_id)
+            if node_id not in run.flow.nodes:
+                raise UsageError(f"run {run_id} has no node {node_id!r}")
+            node = run.flow.nodes[node_id]
+        name = getattr(node.config, "signal", node_id)
+        return self._check_payload(node, name, None, payload)
+
     def post_signal(
         self,
         name: str,

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Event", "RunInfo", "RunStatus", "WaitInfo"]
+__all__ = ["Event", "RunInfo", "RunStatus", "RunView", "WaitInfo"]
 
 
 class RunStatus(StrEnum):
@@ -80,3 +80,36 @@ class WaitInfo:
     since: datetime
     deadline: datetime | None
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A consistent picture of one run, read at one moment (times are UTC).
+
+    ``tokens`` maps each token to where it stands: ``node``, ``st`` (ready, retry, wait, timer,
+    suspended...), ``att`` (attempt) and ``li`` (item index inside a for_each).
+    """
+
+    run_id: str
+    workflow_id: str
+    version: int
+    status: RunStatus
+    error: str | None
+    data: dict[str, Any]
+    outputs: dict[str, Any]
+    seq: int
+    tokens: dict[str, dict[str, Any]]
+
+    @property
+    def in_flight(self) -> dict[str, tuple[str, int]]:
+        """Steps ready or running: token -> (node, attempt)."""
+        return {
+            t: (tok["node"], int(tok.get("att") or 1))
+            for t, tok in self.tokens.items()
+            if tok.get("st") in ("ready", "running")
+        }
+
+    @property
+    def suspended_on_compensation(self) -> bool:
+        """True when the run waits for an operator to decide a failed compensation."""
+        return any(t.get("comp") and t.get("st") == "suspended" for t in self.tokens.values())

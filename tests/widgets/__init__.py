@@ -1,0 +1,1 @@
+"""Python-side tests of the widgets (a package: its module names repeat tests/engine's)."""

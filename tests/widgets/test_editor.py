@@ -1,0 +1,428 @@
+"""The graph editor, driven as a user drives it: clicks on the picture arrive as changes of the
+surface's ``selected``/``selected_edge`` traits, a drag from node to node as the surface's
+``connect`` message, buttons through ``Button.click()``, form fields by setting ``.value``.
+Assertions read the networkx graph, the problems and the engine afterwards."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+
+import wfkit as wf
+from wfkit.definition.graph import graph_to_data
+from wfkit.widgets import Editor
+
+
+def drag(editor: Editor, source: str, target: str) -> None:
+    """What the page sends when a node is dragged onto another."""
+    editor.surface._handle_custom_msg({"type": "connect", "source": source, "target": target}, [])
+
+
+def click_node(editor: Editor, node: str) -> None:
+    """What the page does on a click on a node: ``selected`` changes, the edge is unselected."""
+    editor.surface.selected_edge = []
+    editor.surface.selected = node
+
+
+def click_edge(editor: Editor, source: str, outlet: str, target: str) -> None:
+    editor.surface.selected = ""
+    editor.surface.selected_edge = [source, outlet, target]
+
+
+def add(editor: Editor, kind: str, node_id: str = "") -> str:
+    editor.add_kind.value = kind
+    editor.add_id.value = node_id
+    editor.add_button.click()
+    return editor.surface.selected
+
+
+def codes(editor: Editor) -> list[tuple[Any, str]]:
+    return [(p.node, p.code) for p in editor.problems]
+
+
+def node_classes(svg: str) -> dict[str, list[str]]:
+    """Node id -> class list of its ``g.node`` group, read as a browser reads the SVG."""
+    root = ET.fromstring(svg)
+    return {
+        g.get("id", "").removeprefix("node-"): (g.get("class") or "").split()
+        for g in root.iter("{http://www.w3.org/2000/svg}g")
+        if g.get("id", "").startswith("node-")
+    }
+
+
+def svg_changes(editor: Editor) -> list[str]:
+    """A list that grows each time the surface is sent a new picture."""
+    sent: list[str] = []
+    editor.surface.observe(lambda change: sent.append(change["new"]), names="svg")
+    return sent
+
+
+@pytest.fixture
+def three_steps() -> wf.Workflow:
+    return wf.Workflow("three", 1).start_with("a").then("b")
+
+
+def test_a_start_action_end_workflow_is_built_from_an_empty_graph(
+    registry: wf.ActivityRegistry,
+) -> None:
+    G = nx.MultiDiGraph()
+    editor = Editor(G, registry=registry, id="built")
+
+    assert add(editor, "start") == "start"
+    assert add(editor, "action") == "action-1"
+    assert "needs an activity name" in editor.status_line.text
+    editor.form.activity.value = "a"
+    editor.form.apply_button.click()
+    assert add(editor, "end") == "end"
+    drag(editor, "start", "action-1")  # start has one outlet: connected at once
+    assert editor.status_line.text == "Connected 'start' -[next]-> 'action-1'."
+    drag(editor, "action-1", "end")  # next, failed, fallback: the user picks
+    assert list(G.edges(keys=True)) == [("start", "action-1", "next")]
+    assert "several free outlets (next, failed, fallback)" in editor.status_line.text
+    assert (editor.connect_source.value, editor.connect_target.value) == ("action-1", "end")
+    assert list(editor.connect_outlet.options) == ["next", "failed", "fallback"]
+    assert editor.connect_outlet.value == "next"
+    editor.connect_button.click()
+
+    assert editor.graph is G and editor.workflow.graph is G
+    assert dict(G.nodes(data=True)) == {
+        "start": {"kind": "start"},
+        "action-1": {"kind": "action", "activity": "a"},
+        "end": {"kind": "end"},
+    }
+    assert list(G.edges(keys=True)) == [
+        ("start", "action-1", "next"),
+        ("action-1", "end", "next"),
+    ]
+    assert editor.problems == []
+    assert "No problems" in editor.problems_view.value
+    assert editor.workflow.check(registry=registry).id == "built"
+
+
+def test_a_problem_shows_in_the_list_and_on_the_graph_and_goes_after_the_fix(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    assert editor.problems == []
+
+    click_node(editor, "b")
+    editor.form.activity.value = "shipping.book"
+    editor.form.apply_button.click()
+
+    assert codes(editor) == [("b", "unknown-activity")]
+    assert 'data-node="b" data-code="unknown-activity"' in editor.problems_view.value
+    assert node_classes(editor.surface.svg)["b"] == ["node", "problem", "error"]
+    assert editor.graph.nodes["b"]["activity"] == "shipping.book"
+
+    registry.register("shipping.book", lambda ctx: None)
+    editor.refresh_button.click()  # the activity now exists
+
+    assert editor.problems == []
+    assert node_classes(editor.surface.svg)["b"] == ["node"]
+
+
+def test_a_parallel_branch_left_dangling_is_a_problem_until_it_is_connected(
+    registry: wf.ActivityRegistry,
+) -> None:
+    flow = wf.Workflow("fork", 1).start_with().parallel(lambda b: b.then("a"))
+    editor = Editor(flow, registry=registry)
+    parallel = next(n for n, k in flow.graph.nodes(data="kind") if k == "parallel")
+    click_node(editor, parallel)
+    editor.form.config.children[0].inputs["branches"].value = "branch-1, late"
+    editor.form.apply_button.click()
+    assert (parallel, "dangling-branch") in codes(editor)
+
+    drag(editor, parallel, "a")  # the only free outlet is "late"
+
+    assert flow.graph.has_edge(parallel, "a", key="late")
+    assert (parallel, "dangling-branch") not in codes(editor)
+
+
+def test_an_invalid_config_is_refused_inline_and_the_graph_is_left_as_it_was(
+    registry: wf.ActivityRegistry,
+) -> None:
+    flow = wf.Workflow("timer", 1).start_with().delay("7d").then("a")
+    editor = Editor(flow, registry=registry)
+    before = graph_to_data(flow.graph)
+    pictures = svg_changes(editor)
+
+    click_node(editor, "delay-1")
+    duration = editor.form.config.children[0].inputs["duration"]
+    assert duration.value == "7d"
+    duration.value = "soon-ish"
+    editor.form.apply_button.click()
+
+    assert "config.duration" in editor.form.error.value
+    assert "not a duration" in editor.form.error.value
+    assert editor.status_line.kind == "error"
+    assert editor.status_line.text.startswith("Node 'delay-1' not changed: config.duration")
+    assert graph_to_data(flow.graph) == before
+    assert pictures == [] and editor.undo_button.disabled
+
+    editor.form.policy.inputs["max_attempts"].value = 0
+    duration.value = "1h30m"
+    editor.form.apply_button.click()
+    assert "policy.max_attempts" in editor.form.error.value
+    assert graph_to_data(flow.graph) == before
+
+    editor.form.policy.inputs["max_attempts"].value = 5
+    editor.form.apply_button.click()
+    assert editor.form.error.value == ""
+    assert flow.graph.nodes["delay-1"] == {
+        "kind": "delay",
+        "config": {"duration": "1h30m"},
+        "policy": {"max_attempts": 5},
+    }
+
+
+def test_unreadable_json_in_a_list_field_is_refused(registry: wf.ActivityRegistry) -> None:
+    flow = wf.Workflow("choice", 1).start_with().if_("x > 1", then=lambda b: b.then("a"))
+    editor = Editor(flow, registry=registry)
+    before = graph_to_data(flow.graph)
+
+    click_node(editor, "if-1")
+    editor.form.config.children[0].inputs["branches"].value = '["true", "false"'
+    editor.form.apply_button.click()
+
+    assert "config.branches: not valid JSON" in editor.status_line.text
+    assert graph_to_data(flow.graph) == before
+
+
+def test_changing_the_kind_shows_that_kinds_fields_and_drops_the_activity(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    click_node(editor, "b")
+    editor.form.kind.value = "wait"
+    inputs = editor.form.config.children[0].inputs
+    assert list(inputs) == ["signal", "correlate", "bind", "timeout", "payload"]
+    assert editor.form.activity.value == ""
+    inputs["signal"].value = "paid"
+    inputs["bind"].value = '{"amount": "paid_amount"}'
+    inputs["timeout"].value = "3d"
+    editor.form.apply_button.click()
+
+    assert three_steps.graph.nodes["b"] == {
+        "kind": "wait",
+        "config": {"signal": "paid", "bind": {"amount": "paid_amount"}, "timeout": "3d"},
+    }
+    assert editor.problems == []
+
+
+def test_delete_removes_the_selected_edge_then_the_selected_node(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    G = three_steps.graph
+
+    editor.delete_button.click()
+    assert editor.status_line.kind == "error"
+    assert "Select a node or an edge" in editor.status_line.text
+
+    click_edge(editor, "a", "next", "b")
+    editor.delete_button.click()
+    assert list(G.edges(keys=True)) == [("start", "a", "next")]
+    assert list(G.nodes) == ["start", "a", "b"]
+    assert ("b", "unreachable") in codes(editor)
+
+    click_node(editor, "a")
+    editor.delete_button.click()
+    assert list(G.nodes) == ["start", "b"]
+    assert list(G.edges) == []
+    assert editor.surface.selected == ""
+    assert editor.form.node_id is None
+
+
+def test_undo_and_redo_restore_the_exact_graph_data_in_the_same_graph(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    G = three_steps.graph
+    snapshots = [graph_to_data(G)]
+    add(editor, "end", "finish")
+    snapshots.append(graph_to_data(G))
+    editor.connect("b", "next", "finish")
+    snapshots.append(graph_to_data(G))
+    click_node(editor, "a")
+    editor.form.label.value = "Charge the card"
+    editor.form.policy.inputs["max_attempts"].value = 7
+    editor.form.apply_button.click()
+    snapshots.append(graph_to_data(G))
+    click_edge(editor, "start", "next", "a")
+    editor.delete_button.click()
+    snapshots.append(graph_to_data(G))
+
+    for expected in reversed(snapshots[:-1]):
+        editor.undo_button.click()
+        assert graph_to_data(G) == expected
+    assert editor.undo_button.disabled
+    editor.undo()
+    assert editor.status_line.text == "Nothing to undo."
+    for expected in snapshots[1:]:
+        editor.redo_button.click()
+        assert graph_to_data(G) == expected
+    assert editor.graph is G and editor.redo_button.disabled
+
+    editor.undo_button.click()
+    add(editor, "end", "other")  # a new change forgets what was undone
+    assert editor.redo_button.disabled
+
+
+def test_selection_and_status_never_redraw_but_an_edit_does(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    pictures = svg_changes(editor)
+
+    click_node(editor, "a")
+    assert editor.form.activity.value == "a"
+    assert editor.connect_source.value == "a"
+    assert editor.status_line.text.startswith("Selected action node 'a'")
+    click_edge(editor, "a", "next", "b")
+    assert editor.form.node_id is None
+    click_node(editor, "b")
+    editor.surface.status = {"a": "succeeded", "b": "running"}
+    editor.refresh()
+    assert pictures == []
+
+    add(editor, "end")
+    assert len(pictures) == 1
+    assert list(node_classes(pictures[0])) == ["start", "a", "b", "end"]
+
+
+def test_connect_refuses_an_outlet_in_use_and_a_node_without_outlets(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    add(editor, "end")
+    before = graph_to_data(three_steps.graph)
+
+    assert not editor.connect("a", "next", "end")
+    assert "outlet 'next' of 'a' already leads to 'b'" in editor.status_line.text
+    assert not editor.connect("a", "approved", "end")
+    assert "no outlet 'approved' (it declares: next, failed, fallback)" in (editor.status_line.text)
+    drag(editor, "end", "a")
+    assert "has no outlets" in editor.status_line.text
+    drag(editor, "start", "end")
+    assert "every outlet of 'start' (next) is already connected" in editor.status_line.text
+    assert graph_to_data(three_steps.graph) == before
+
+    editor.connect_source.value = "a"
+    assert list(editor.connect_outlet.options) == ["next", "failed", "fallback"]
+    assert editor.connect_outlet.value == "failed"  # the first free one
+    editor.connect_target.value = "end"
+    editor.connect_button.click()
+    assert three_steps.graph.has_edge("a", "end", key="failed")
+
+
+def test_added_nodes_get_readable_unique_ids_and_a_taken_id_is_refused(
+    registry: wf.ActivityRegistry,
+) -> None:
+    editor = Editor(nx.MultiDiGraph(), registry=registry)
+    assert [add(editor, k) for k in ("delay", "delay", "decision", "end", "end")] == [
+        "delay-1",
+        "delay-2",
+        "if-1",
+        "end",
+        "end-2",
+    ]
+    assert add(editor, "approval", "review") == "review"
+
+    add(editor, "wait", "review")
+
+    assert editor.status_line.kind == "error"
+    assert "a node called 'review' already exists" in editor.status_line.text
+    assert editor.graph.nodes["review"] == {"kind": "approval"}
+
+
+def test_export_writes_an_svg_with_the_node_ids_and_a_png(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry, tmp_path: Path
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    editor.export_path.value = str(tmp_path / "pictures" / "three.svg")
+
+    editor.export_svg_button.click()
+    editor.export_png_button.click()
+
+    svg = (tmp_path / "pictures" / "three.svg").read_text(encoding="utf-8")
+    assert list(node_classes(svg)) == ["start", "a", "b"]
+    assert "three v1" in svg
+    png = (tmp_path / "pictures" / "three.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert editor.status_line.text.startswith(f"Wrote {tmp_path / 'pictures' / 'three.png'}")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.registry = wf.ActivityRegistry()
+        self.calls: list[str] = []
+        for name in ("a", "b", "c"):
+            self.registry.register(name, self._recording(name))
+
+    def _recording(self, name: str) -> Any:
+        def run(ctx: Any) -> None:
+            self.calls.append(name)
+
+        return run
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def engine(tmp_path: Path, recorder: Recorder) -> Iterator[wf.Engine]:
+    engine = wf.Engine(tmp_path / "editor.duckdb", registry=recorder.registry)
+    yield engine
+    engine.close()
+
+
+def test_register_as_the_next_version_with_a_real_engine(
+    engine: wf.Engine, recorder: Recorder
+) -> None:
+    flow = wf.Workflow("ship", 1).start_with("a").then("b")
+    engine.register(flow.copy())
+    editor = Editor(flow, engine=engine)
+    assert editor.register_button.description == "Register as version 2"
+    assert editor.register_button.disabled  # nothing changed since v1
+
+    click_node(editor, "b")
+    editor.form.activity.value = "c"
+    editor.form.apply_button.click()
+    assert not editor.register_button.disabled
+    editor.register_button.click()
+
+    assert engine.workflows() == {"ship": [1, 2]}
+    assert editor.status_line.kind == "ok"
+    assert editor.status_line.text.startswith("Registered 'ship' v2")
+    assert flow.version == 2 and editor.workflow is flow
+    assert editor.register_button.description == "Register as version 3"
+    assert editor.register_button.disabled
+    assert "ship v2" in editor.surface.svg
+    run = engine.start("ship", {}, version=2)
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert recorder.calls == ["a", "c"]
+
+
+def test_register_shows_why_an_invalid_graph_is_refused(engine: wf.Engine) -> None:
+    flow = wf.Workflow("ship", 1).start_with("a")
+    editor = Editor(flow, engine=engine)
+    assert editor.register_button.description == "Register as version 1"
+    click_node(editor, "a")
+    editor.form.activity.value = "ghost"
+    editor.form.apply_button.click()
+
+    editor.register_button.click()
+
+    assert engine.workflows() == {}
+    assert editor.status_line.kind == "error"
+    assert editor.status_line.text.startswith("Not registered:")
+    assert "'ghost' is not registered" in editor.status_line.text
+    assert flow.version == 1

@@ -1,0 +1,214 @@
+"""Inbox: approve/reject with a comment, send a signal whose payload is checked against the
+wait's model before anything is sent; every action is recorded with the actor field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ipywidgets import HTML
+from pydantic import BaseModel, Field
+
+import wfkit as wf
+from wfkit.widgets import Inbox
+
+
+class Payment(BaseModel):
+    """The payload model of the ``paid`` wait."""
+
+    amount: int = Field(gt=0)
+    ref: str
+
+
+def events(run: wf.Run, kind: str) -> list[wf.Event]:
+    return [e for e in run.history() if e.kind == kind]
+
+
+def texts(widget: Any) -> str:
+    """Every HTML text shown inside ``widget``."""
+    own = widget.value if isinstance(widget, HTML) else ""
+    return own + "".join(texts(child) for child in getattr(widget, "children", ()))
+
+
+@pytest.fixture
+def review(engine: wf.Engine, acts: Any) -> wf.Run:
+    """A run parked on the approval 'review' (rejected -> notify)."""
+    acts.noop("prepare", "publish", "notify")
+    engine.register(
+        wf.Workflow("review")
+        .start_with("prepare")
+        .approval("review", assignees=["finance"], on_reject=lambda b: b.then("notify").end())
+        .then("publish")
+    )
+    run = engine.start("review", {"doc": 1})
+    engine.run_until_idle()
+    return run
+
+
+@pytest.fixture
+def paid(engine: wf.Engine, acts: Any) -> wf.Run:
+    """A run parked on signal 'paid' (key o-1) whose payload must fit ``Payment``."""
+    acts.noop("invoice", "ship")
+    engine.register(
+        wf.Workflow("pay")
+        .start_with("invoice")
+        .wait_for_signal("paid", correlate="order_id", bind={"amount": "amount"}, payload=Payment)
+        .then("ship")
+    )
+    run = engine.start("pay", {"order_id": "o-1"})
+    engine.run_until_idle()
+    return run
+
+
+def test_the_inbox_lists_every_open_wait_and_approval(engine, review, paid) -> None:
+    inbox = Inbox(engine, actor="ana")
+
+    assert inbox.summary.value == "2 open: 1 approval, 1 signal wait"
+    approval = inbox.row(review.id, "review")
+    signal = inbox.row(paid.id, "paid")
+    assert set(approval.buttons) == {"approve", "reject"}
+    assert set(signal.buttons) == {"send"}
+    assert "wfkit-inbox-approval" in approval._dom_classes
+    assert f"wfkit-run-{review.id}" in approval._dom_classes
+    assert "finance" in texts(approval)
+    assert "Payment" in texts(signal)
+    assert signal.payload.placeholder == '{"amount": <integer>, "ref": <string>}'
+
+
+def test_approving_with_a_comment_records_actor_and_comment_and_the_run_goes_on(
+    engine, acts, review
+) -> None:
+    inbox = Inbox(engine)
+    inbox.actor.value = "ana"
+    row = inbox.row(review.id, "review")
+    row.comment.value = "looks right"
+
+    row.buttons["approve"].click()
+
+    approved = events(review, "approval.approved")
+    assert [(e.node_id, e.actor, e.output["comment"]) for e in approved] == [
+        ("review", "ana", "looks right")
+    ]
+    assert engine.waiting() == []
+    assert inbox.rows == {}  # the list was read again
+    assert inbox.message.kind == "ok" and "ana" in inbox.message.text
+    engine.run_until_idle()
+    assert review.status == wf.RunStatus.COMPLETED
+    assert acts.calls[-1] == "publish"
+
+
+def test_rejecting_takes_the_rejected_outlet(engine, acts, review) -> None:
+    inbox = Inbox(engine, actor="bo")
+    row = inbox.row(review.id, "review")
+    row.comment.value = "numbers are off"
+
+    row.buttons["reject"].click()
+    engine.run_until_idle()
+
+    assert review.outputs["review"]["approved"] is False
+    assert review.outputs["review"]["comment"] == "numbers are off"
+    assert events(review, "approval.rejected")[0].actor == "bo"
+    assert acts.calls[-1] == "notify"
+
+
+def test_the_actor_defaults_to_the_os_user(engine, review, monkeypatch) -> None:
+    monkeypatch.setattr("getpass.getuser", lambda: "os-user")
+    inbox = Inbox(engine)
+    assert inbox.actor.value == "os-user"
+
+    inbox.row(review.id, "review").buttons["approve"].click()
+
+    assert events(review, "approval.approved")[0].actor == "os-user"
+
+
+def test_without_an_actor_nothing_is_decided(engine, review) -> None:
+    inbox = Inbox(engine, actor="")
+    row = inbox.row(review.id, "review")
+
+    row.buttons["approve"].click()
+
+    assert row.error.kind == "error" and "actor" in row.error.text
+    assert [w.node_id for w in engine.waiting()] == ["review"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"amount": -5}', "does not fit Payment"),
+        ('{"amount": "lots", "ref": "tx"}', "amount"),
+    ],
+)
+def test_a_bad_payload_shows_the_error_and_sends_nothing(engine, paid, text, says) -> None:
+    inbox = Inbox(engine, actor="ana")
+    row = inbox.row(paid.id, "paid")
+    before = len(paid.history())
+    row.payload.value = text
+
+    row.buttons["send"].click()
+
+    assert row.error.kind == "error"
+    assert says in row.error.text and "nothing was sent" in row.error.text
+    assert inbox.message.kind == "error"
+    assert [(w.run_id, w.node_id) for w in engine.waiting()] == [(paid.id, "paid")]
+    assert len(paid.history()) == before  # not even a refused-signal event
+    assert inbox.row(paid.id, "paid") is row  # the row stays, with what was typed
+    assert row.payload.value == text
+
+
+def test_a_missing_required_field_is_named(engine, paid) -> None:
+    inbox = Inbox(engine, actor="ana")
+    row = inbox.row(paid.id, "paid")
+    row.payload.value = '{"amount": 5}'
+
+    row.buttons["send"].click()
+
+    assert "ref: Field required" in row.error.text
+    assert paid.status == wf.RunStatus.WAITING
+
+
+def test_sending_a_fitting_payload_resumes_the_run(engine, acts, paid) -> None:
+    inbox = Inbox(engine, actor="ana")
+    row = inbox.row(paid.id, "paid")
+    row.payload.value = '{"amount": "25", "ref": "tx-1"}'
+
+    row.buttons["send"].click()
+    engine.run_until_idle()
+
+    received = events(paid, "signal.received")
+    assert [(e.node_id, e.actor) for e in received] == [("paid", "ana")]
+    assert paid.status == wf.RunStatus.COMPLETED
+    assert paid.data == {"order_id": "o-1", "amount": 25}
+    assert acts.calls == ["invoice", "ship"]
+    assert inbox.message.kind == "ok" and "paid" in inbox.message.text
+    assert inbox.summary.value == "nothing is waiting"
+
+
+def test_refresh_picks_up_new_waits_and_keeps_typed_text(engine, acts, paid) -> None:
+    inbox = Inbox(engine, actor="ana")
+    row = inbox.row(paid.id, "paid")
+    row.payload.value = '{"amount": 1'  # half typed
+    second = engine.start("pay", {"order_id": "o-2"})
+    engine.run_until_idle()
+
+    inbox.refresh_button.click()
+
+    assert inbox.row(paid.id, "paid") is row
+    assert row.payload.value == '{"amount": 1'
+    assert inbox.row(second.id, "paid").wait.key == "o-2"
+    assert inbox.summary.value == "2 open: 0 approvals, 2 signal waits"
+
+
+def test_a_wait_closed_elsewhere_reports_nothing_sent(engine, paid) -> None:
+    inbox = Inbox(engine, actor="ana")
+    row = inbox.row(paid.id, "paid")
+    engine.signal("paid", "o-1", {"amount": 3, "ref": "by-api"}, actor="api")
+    row.payload.value = '{"amount": 25, "ref": "tx-1"}'
+
+    row.buttons["send"].click()
+
+    assert inbox.message.kind == "error"
+    assert "nothing was sent" in inbox.message.text
+    assert [e.actor for e in events(paid, "signal.received")] == ["api"]
+    assert inbox.rows == {}

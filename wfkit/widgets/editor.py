@@ -1,0 +1,499 @@
+"""``Editor``: the visual editor of a workflow graph.
+
+The graph is drawn by Graphviz on a :class:`~wfkit.widgets.surface.GraphSurface` (the same
+picture as ``flow.to_svg()``, problems included). Click a node to edit it in a form generated
+from its pydantic models; add a node of a kind; connect an outlet to a node by dragging from one
+node onto another or with the Connect row; delete; undo and redo; export the picture; register
+the edited graph with an engine as the next version. Validation runs after every change and its
+problems are listed under the graph and drawn on it.
+
+The editor edits the very graph it is given, in place: ``flow.graph`` shows every change.
+
+CSS hooks for browser tests: ``wfkit-editor`` (the whole editor), ``wfkit-editor-surface``,
+``wfkit-editor-form`` (with ``wfkit-node-form``), ``wfkit-editor-apply``,
+``wfkit-editor-add-kind``, ``wfkit-editor-add-id``, ``wfkit-editor-add``,
+``wfkit-editor-delete``, ``wfkit-editor-undo``, ``wfkit-editor-redo``, ``wfkit-editor-refresh``,
+``wfkit-editor-connect-source``, ``wfkit-editor-connect-outlet``,
+``wfkit-editor-connect-target``, ``wfkit-editor-connect``, ``wfkit-editor-problems``,
+``wfkit-editor-export-path``, ``wfkit-editor-export-svg``, ``wfkit-editor-export-png``,
+``wfkit-editor-register``, ``wfkit-editor-status`` (with ``wfkit-ok`` / ``wfkit-error``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as w
+import networkx as nx
+
+from wfkit.definition import keys, rendering
+from wfkit.definition.activities import ActivityRegistry, default_registry
+from wfkit.definition.graph import graph_to_data
+from wfkit.definition.kinds import NodeKind
+from wfkit.definition.problems import Problem
+from wfkit.definition.workflow import Workflow
+from wfkit.errors import UsageError
+from wfkit.widgets.confirm import Message
+from wfkit.widgets.edits import (
+    History,
+    declared_outlets,
+    default_node_id,
+    find_edge,
+    find_node,
+    problems_html,
+    restore_graph,
+    used_outlets,
+)
+from wfkit.widgets.forms import FormError, NodeForm, validate_node
+from wfkit.widgets.publish import PublishBar
+from wfkit.widgets.surface import GraphSurface
+
+if TYPE_CHECKING:
+    from wfkit.engine import Engine
+
+__all__ = ["Editor"]
+
+
+def _button(description: str, css: str, icon: str = "", **kwargs: Any) -> w.Button:
+    button = w.Button(description=description, icon=icon, **kwargs)
+    button.add_class(css)
+    return button
+
+
+def _tagged(widget: Any, css: str) -> Any:
+    widget.add_class(css)
+    return widget
+
+
+class Editor(w.VBox):
+    """Visual editor of a workflow graph (an ipywidgets ``VBox``).
+
+    Parameters
+    ----------
+    flow_or_graph : Workflow or networkx.MultiDiGraph
+        What to edit. A bare graph is wrapped as workflow ``id`` version 1; either way the editor
+        changes that graph object in place.
+    engine : Engine, optional
+        Enables "Register as version N+1".
+    registry : ActivityRegistry, optional
+        Where activity names are looked up: the engine's registry, else the default one.
+    id : str
+        Workflow id used when a bare graph is given.
+
+    Examples
+    --------
+    >>> import wfkit as wf
+    >>> flow = wf.Workflow("hello")
+    >>> editor = Editor(flow)
+    >>> editor.add_kind.value = "start"
+    >>> editor.add_button.click()
+    >>> list(flow.graph.nodes), editor.surface.selected
+    (['start'], 'start')
+    """
+
+    def __init__(
+        self,
+        flow_or_graph: Workflow | nx.MultiDiGraph,
+        engine: Engine | None = None,
+        registry: ActivityRegistry | None = None,
+        *,
+        id: str = "workflow",
+    ) -> None:
+        if isinstance(flow_or_graph, Workflow):
+            self.flow = flow_or_graph
+        else:
+            self.flow = Workflow.from_graph(id, 1, flow_or_graph)
+        self.engine = engine
+        self.registry = registry or (engine.registry if engine is not None else default_registry)
+        self.problems: list[Problem] = []
+        self.history = History()
+        self._drawn: tuple[str, ...] | None = None
+        self._build()
+        super().__init__(self._layout())
+        self.add_class("wfkit-editor")
+        self._wire()
+        self.refresh()
+        if self.status_line.kind != "error":
+            self.status_line.ok(
+                f"Editing {self._title()}: click a node to edit it, drag from one node onto "
+                "another to connect them."
+            )
+
+    # --- building -----------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.surface = _tagged(GraphSurface(), "wfkit-editor-surface")
+        self.form = _tagged(NodeForm(self.registry.names()), "wfkit-editor-form")
+        self.form.apply_button.add_class("wfkit-editor-apply")
+        kinds = [k.value for k in NodeKind]
+        self.add_kind = _tagged(
+            w.Dropdown(options=kinds, value="action", description="add"), "wfkit-editor-add-kind"
+        )
+        self.add_id = _tagged(
+            w.Text(placeholder="id (blank: generated)", layout={"width": "14em"}),
+            "wfkit-editor-add-id",
+        )
+        self.add_button = _button("Add node", "wfkit-editor-add", "plus")
+        self.delete_button = _button("Delete", "wfkit-editor-delete", "trash")
+        self.undo_button = _button("Undo", "wfkit-editor-undo", "undo")
+        self.redo_button = _button("Redo", "wfkit-editor-redo", "repeat")
+        self.refresh_button = _button("Refresh", "wfkit-editor-refresh", "refresh")
+        self.connect_source = _tagged(
+            w.Dropdown(description="connect"), "wfkit-editor-connect-source"
+        )
+        self.connect_outlet = _tagged(
+            w.Dropdown(description="outlet", layout={"width": "14em"}),
+            "wfkit-editor-connect-outlet",
+        )
+        self.connect_target = _tagged(w.Dropdown(description="to"), "wfkit-editor-connect-target")
+        self.connect_button = _button("Connect", "wfkit-editor-connect", "link")
+        self.problems_view = _tagged(w.HTML(), "wfkit-editor-problems")
+        self.status_line = Message("wfkit-editor-status")
+        self.publish = PublishBar(
+            self.flow,
+            self.status_line,
+            lambda: self.problems,
+            engine=self.engine,
+            on_registered=self.refresh,
+        )
+        self.export_path = self.publish.path
+        self.export_svg_button = self.publish.svg_button
+        self.export_png_button = self.publish.png_button
+        self.register_button = self.publish.register_button
+
+    def _layout(self) -> list[Any]:
+        toolbar = w.HBox(
+            [
+                self.add_kind,
+                self.add_id,
+                self.add_button,
+                self.delete_button,
+                self.undo_button,
+                self.redo_button,
+                self.refresh_button,
+            ]
+        )
+        connect = w.HBox(
+            [self.connect_source, self.connect_outlet, self.connect_target, self.connect_button]
+        )
+        graph = w.HBox([self.surface, self.form], layout={"align_items": "flex-start"})
+        problems = w.VBox([w.HTML("<b>Problems</b>"), self.problems_view])
+        return [toolbar, self.status_line, graph, connect, problems, self.publish]
+
+    def _wire(self) -> None:
+        self.surface.observe(self._on_selected, names="selected")
+        self.surface.observe(self._on_selected_edge, names="selected_edge")
+        self.surface.on_connect(self._on_drag)
+        self.connect_source.observe(lambda _c: self._offer_outlets(), names="value")
+        actions: list[tuple[w.Button, Callable[[], object]]] = [
+            (self.form.apply_button, self.apply),
+            (self.add_button, self.add_node),
+            (self.delete_button, self.delete),
+            (self.undo_button, self.undo),
+            (self.redo_button, self.redo),
+            (self.refresh_button, self._refresh_clicked),
+            (self.connect_button, self._connect_clicked),
+        ]
+        for button, action in actions:
+            button.on_click(lambda _b, action=action: action())
+
+    # --- reading ------------------------------------------------------------------------
+
+    @property
+    def graph(self) -> nx.MultiDiGraph:
+        """The graph being edited (the same object the editor was given)."""
+        return self.flow.graph
+
+    @property
+    def workflow(self) -> Workflow:
+        """The edited workflow (its graph is edited in place)."""
+        return self.flow
+
+    def _title(self) -> str:
+        return f"{self.flow.id} v{self.flow.version}"
+
+    # --- refreshing ---------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Validate, redraw when the graph changed, and update lists, form and buttons.
+
+        Call it after changing ``flow.graph`` from code or registering activities.
+        """
+        self.problems = self.flow.validate(registry=self.registry)
+        self._redraw()
+        self.problems_view.value = problems_html(self.problems)
+        self.form.set_activities(self.registry.names())
+        self._offer_nodes()
+        self._sync_selection()
+        self.publish.sync()
+        self.undo_button.disabled = not self.history.undo_stack
+        self.redo_button.disabled = not self.history.redo_stack
+
+    def _redraw(self) -> None:
+        drawn = (
+            json.dumps(graph_to_data(self.graph), default=str),
+            self._title(),
+            *(p.model_dump_json() for p in self.problems),
+        )
+        if drawn == self._drawn:
+            return  # selection, status and form changes never lay the graph out again
+        try:
+            self.surface.draw(self.graph, self.problems, title=self._title())
+        except rendering.RenderingUnavailable as exc:
+            self.surface.svg = ""
+            self.status_line.error(str(exc))
+        self._drawn = drawn
+
+    def _offer_nodes(self) -> None:
+        names = [str(n) for n in self.graph]
+        for box in (self.connect_source, self.connect_target):
+            keep = box.value if box.value in names else None
+            if list(box.options) != names:
+                box.options = names
+            box.value = keep
+        self._offer_outlets()
+
+    def _offer_outlets(self, prefer: str | None = None) -> None:
+        node = find_node(self.graph, self.connect_source.value or "")
+        outlets = list(declared_outlets(self.graph, node)) if node is not None else []
+        free = (
+            [o for o in outlets if o not in used_outlets(self.graph, node)]
+            if node is not None
+            else []
+        )
+        keep = prefer if prefer in outlets else self.connect_outlet.value
+        if list(self.connect_outlet.options) != outlets:
+            self.connect_outlet.options = outlets
+        if keep not in outlets:
+            keep = free[0] if free else (outlets[0] if outlets else None)
+        self.connect_outlet.value = keep
+
+    def _sync_selection(self) -> None:
+        selected = find_node(self.graph, self.surface.selected)
+        if self.surface.selected and selected is None:
+            self.surface.selected = ""
+        if find_edge(self.graph, self.surface.selected_edge) is None:
+            self.surface.selected_edge = []
+        if selected is None:
+            self.form.clear()
+        elif self.form.node_id != str(selected) or self.form.shown != self.graph.nodes[selected]:
+            self.form.show(str(selected), self.graph.nodes[selected])
+
+    # --- editing ------------------------------------------------------------------------
+
+    def _edit(self, change: Callable[[], str]) -> bool:
+        """Run ``change`` as one undoable step; a refusal (UsageError) leaves the graph as is."""
+        before = graph_to_data(self.graph)
+        try:
+            message = change()
+        except UsageError as exc:
+            if graph_to_data(self.graph) != before:
+                restore_graph(self.graph, before)
+            self.status_line.error(str(exc))
+            return False
+        if graph_to_data(self.graph) != before:
+            self.history.record(before)
+        self.refresh()
+        self.status_line.ok(message)
+        return True
+
+    def add_node(self) -> None:
+        """Add a node of the kind in the "add" box, under the typed id or a generated one."""
+        kind = NodeKind(self.add_kind.value)
+        node_id = self.add_id.value.strip() or default_node_id(self.graph, kind)
+
+        def change() -> str:
+            if find_node(self.graph, node_id) is not None:
+                raise UsageError(
+                    f"a node called {node_id!r} already exists; type another id, or leave the "
+                    f"id box blank for {default_node_id(self.graph, kind)!r}"
+                )
+            self.graph.add_node(node_id, **{keys.KIND: kind.value})
+            try:
+                validate_node({keys.KIND: kind.value})
+                todo = ""
+            except FormError as exc:
+                todo = f" It still needs settings ({exc}): fill them in and press Apply."
+            return (
+                f"Added {kind.value} node {node_id!r}.{todo} Connect it by dragging from one "
+                "node onto another, or with the connect row."
+            )
+
+        if self._edit(change):
+            self.add_id.value = ""
+            message = self.status_line.text
+            self.surface.selected = node_id
+            self.status_line.ok(message)
+
+    def apply(self) -> None:
+        """Validate the form and write it into the selected node; an invalid one changes nothing."""
+        node = find_node(self.graph, self.form.node_id or "")
+        if node is None:
+            self.status_line.error("Select a node on the graph, then edit it and press Apply.")
+            return
+        try:
+            attrs = validate_node(self.form.read()).to_attrs()
+        except FormError as exc:
+            self.form.show_error(str(exc))
+            self.status_line.error(
+                f"Node {node!r} not changed: {exc}. Correct the field and press Apply again."
+            )
+            return
+
+        def change() -> str:
+            data = self.graph.nodes[node]
+            data.clear()
+            data.update(attrs)
+            return f"Applied the changes to node {node!r}."
+
+        self.form.show_error("")
+        self._edit(change)
+
+    def connect(self, source: str, outlet: str, target: str) -> bool:
+        """Add the edge ``source -[outlet]-> target``; refused (and said why) when it cannot be."""
+
+        def change() -> str:
+            u, v = find_node(self.graph, source), find_node(self.graph, target)
+            for name, node in ((source, u), (target, v)):
+                if node is None:
+                    raise UsageError(f"there is no node {name!r}; pick one from the lists")
+            declared = declared_outlets(self.graph, u)
+            if outlet not in declared:
+                kind = self.graph.nodes[u].get(keys.KIND)
+                has = ", ".join(declared) or "none"
+                raise UsageError(
+                    f"a {kind} node has no outlet {outlet!r} (it declares: {has}); pick one of "
+                    "those, or change the node's kind"
+                )
+            used = used_outlets(self.graph, u)
+            if outlet in used:
+                raise UsageError(
+                    f"outlet {outlet!r} of {source!r} already leads to {used[outlet]!r}; select "
+                    "that edge and press Delete first (an outlet leads to one node)"
+                )
+            self.graph.add_edge(u, v, key=outlet)
+            return f"Connected {source!r} -[{outlet}]-> {target!r}."
+
+        return self._edit(change)
+
+    def _connect_clicked(self) -> None:
+        source, target = self.connect_source.value, self.connect_target.value
+        outlet = self.connect_outlet.value
+        if not (source and outlet and target):
+            self.status_line.error(
+                "Pick a source node, one of its outlets and a target node, then press Connect."
+            )
+            return
+        self.connect(source, outlet, target)
+
+    def _on_drag(self, source: str, target: str) -> None:
+        """A drag in the page from ``source`` onto ``target``: connect a free outlet."""
+        u = find_node(self.graph, source)
+        if u is None or find_node(self.graph, target) is None:
+            self.status_line.error(f"{source!r} or {target!r} is not in the graph; try again.")
+            return
+        declared = declared_outlets(self.graph, u)
+        free = [o for o in declared if o not in used_outlets(self.graph, u)]
+        if not declared:
+            self.status_line.error(f"node {source!r} has no outlets to connect (check its kind).")
+            return
+        if not free:
+            self.status_line.error(
+                f"every outlet of {source!r} ({', '.join(declared)}) is already connected; "
+                "delete one of its edges first"
+            )
+            return
+        self.connect_source.value = source
+        self.connect_target.value = target
+        self._offer_outlets(prefer=free[0])
+        if len(free) == 1:
+            self.connect(source, free[0], target)
+            return
+        self.status_line.ok(
+            f"{source!r} has several free outlets ({', '.join(free)}): pick one in the connect "
+            f"row (it shows {free[0]!r}) and press Connect to link it to {target!r}."
+        )
+
+    def delete(self) -> None:
+        """Delete the selected node (with its edges) or the selected edge."""
+        node = find_node(self.graph, self.surface.selected)
+        edge = find_edge(self.graph, self.surface.selected_edge)
+        if node is None and edge is None:
+            self.status_line.error("Select a node or an edge on the graph, then press Delete.")
+            return
+
+        def change() -> str:
+            if node is not None:
+                count = self.graph.degree(node)
+                self.graph.remove_node(node)
+                return f"Deleted node {node!r} and its {count} edge(s). Undo brings it back."
+            assert edge is not None
+            u, k, v = edge
+            self.graph.remove_edge(u, v, key=k)
+            return f"Deleted edge {u!r} -[{k}]-> {v!r}. Undo brings it back."
+
+        self._edit(change)
+
+    def undo(self) -> None:
+        """Put the graph back as it was before the last change."""
+        self._travel(self.history.undo, "Undid", "undo")
+
+    def redo(self) -> None:
+        """Make the last undone change again."""
+        self._travel(self.history.redo, "Redid", "redo")
+
+    def _travel(self, step: Callable[[nx.MultiDiGraph], bool], done: str, verb: str) -> None:
+        if not step(self.graph):
+            self.status_line.error(f"Nothing to {verb}.")
+            return
+        self.refresh()
+        left = len(self.history.undo_stack if verb == "undo" else self.history.redo_stack)
+        self.status_line.ok(f"{done} the last change ({left} more to {verb}).")
+
+    def _on_selected(self, change: dict[str, Any]) -> None:
+        name = change["new"]
+        if not name:
+            if not self.surface.selected_edge:
+                self.form.clear()
+            return
+        self.surface.selected_edge = []
+        node = find_node(self.graph, name)
+        if node is None:
+            self.status_line.error(f"there is no node {name!r} any more; click another one")
+            return
+        self.form.show(str(node), self.graph.nodes[node])
+        self.connect_source.value = str(node)
+        kind = self.graph.nodes[node].get(keys.KIND, "undefined")
+        self.status_line.ok(
+            f"Selected {kind} node {name!r}: edit it and press Apply, or press Delete to remove it."
+        )
+
+    def _on_selected_edge(self, change: dict[str, Any]) -> None:
+        ends = change["new"]
+        if not ends:
+            return
+        self.surface.selected = ""
+        self.form.clear()
+        if find_edge(self.graph, ends) is None:
+            self.status_line.error(f"edge {ends!r} is not in the graph; click another one")
+            return
+        self.status_line.ok(
+            f"Selected edge {ends[0]!r} -[{ends[1]}]-> {ends[2]!r}: press Delete to remove it."
+        )
+
+    def _refresh_clicked(self) -> None:
+        self.refresh()
+        self.status_line.ok(f"Checked {self._title()} again: {len(self.problems)} problem(s).")
+
+    # --- output -------------------------------------------------------------------------
+
+    def export(self, fmt: str) -> Path | None:
+        """Write the picture as ``fmt`` (svg, png or pdf) to the path in the file box."""
+        return self.publish.export(fmt)
+
+    def register(self) -> None:
+        """Register a copy of the edited workflow with the engine as the next version."""
+        self.publish.register()
