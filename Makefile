@@ -5,12 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT   := wfkit tests $(wildcard benchmarks)
 
-.PHONY: demo test lint format graphviz clean
+.PHONY: demo test lint format graphviz browser clean
 
 demo: $(STAMP) graphviz
 	$(BIN)/wfkit demo
 
-test: $(STAMP) graphviz lint
+test: $(STAMP) graphviz browser lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -26,11 +26,14 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wfkit needs Python 3.11 or newer; set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "could not create $(VENV): on Debian/Ubuntu run 'sudo apt-get install python3-venv'"; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
 	@touch $(STAMP)
 
 graphviz:
 	@bash scripts/ensure-graphviz.sh
+
+browser:
+	@bash scripts/ensure-browser.sh
 
 clean:
 	rm -rf $(VENV) wfkit-demo .pytest_cache .mypy_cache .ruff_cache

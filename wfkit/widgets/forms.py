@@ -302,6 +302,10 @@ class NodeForm(w.VBox):
         )
         super().__init__([self.title, self.fields, w.HBox([self.apply_button]), self.error])
         self.add_class("wfkit-node-form")
+        for name in ("kind", "activity", "label", "compensation"):  # hooks for page tests
+            getattr(self, name).add_class(f"wfkit-form-{name}")
+        self.config.add_class("wfkit-form-config")
+        self.policy.add_class("wfkit-form-policy")
         self.kind.observe(self._on_kind, "value")
         self.clear()
 

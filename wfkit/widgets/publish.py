@@ -36,7 +36,7 @@ def registered_version(engine: Engine, workflow_id: str) -> tuple[int | None, st
 
 
 def _button(description: str, css: str, icon: str) -> w.Button:
-    button = w.Button(description=description, icon=icon)
+    button = w.Button(description=description, icon=icon, layout=w.Layout(width="auto"))
     button.add_class(css)
     return button
 
