@@ -5,12 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT   := wfkit tests $(wildcard benchmarks)
 
-.PHONY: demo test lint format graphviz browser clean
+.PHONY: demo test lint format graphviz browser postgres clean
 
 demo: $(STAMP) graphviz
 	$(BIN)/wfkit demo
 
-test: $(STAMP) graphviz browser lint
+test: $(STAMP) graphviz browser postgres lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wfkit needs Python 3.11 or newer; set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "could not create $(VENV): on Debian/Ubuntu run 'sudo apt-get install python3-venv'"; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,browser,postgres]'
 	@touch $(STAMP)
 
 graphviz:
@@ -34,6 +34,9 @@ graphviz:
 
 browser:
 	@bash scripts/ensure-browser.sh
+
+postgres:
+	@bash scripts/ensure-postgres.sh
 
 clean:
 	rm -rf $(VENV) wfkit-demo .pytest_cache .mypy_cache .ruff_cache

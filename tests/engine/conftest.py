@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.postgres import postgres_database
 
 
 @dataclass
@@ -101,10 +102,16 @@ def clock() -> wf.ManualClock:
     return wf.ManualClock()
 
 
-@pytest.fixture(params=["duckdb"])
-def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """A fresh database file per test, for every store backend this wfkit supports."""
-    return tmp_path / f"runs.{request.param}"
+@pytest.fixture(params=["duckdb", "postgres"])
+def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A fresh database per test, for every store backend: a DuckDB file, a PostgreSQL database."""
+    if request.param == "duckdb":
+        yield tmp_path / "runs.duckdb"
+        return
+    if request.node.get_closest_marker("duckdb_only"):
+        pytest.skip("DuckDB-only behaviour (files, their locks and their schema)")
+    with postgres_database() as url:
+        yield url
 
 
 OpenEngine = Callable[..., wf.Engine]

@@ -83,7 +83,7 @@ def test_approving_takes_the_approved_outlet_and_records_actor_and_comment(
     assert engine.waiting() == []
     by_sql = rows(
         engine,
-        "SELECT actor, json_extract_string(output, '$.comment') FROM wf_events "
+        "SELECT actor, CAST(output AS JSON) ->> 'comment' FROM wf_events "
         f"WHERE run_id = '{run.id}' AND kind = 'approval.approved'",
     )
     assert by_sql == [("ana", "looks right")]

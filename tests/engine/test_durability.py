@@ -345,6 +345,7 @@ sys.exit(0)
 
 
 @pytest.mark.slow
+@pytest.mark.duckdb_only
 def test_a_second_process_cannot_open_a_file_an_engine_holds(db_path: Path, engine) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _SECOND_ENGINE, str(db_path)],
@@ -359,6 +360,7 @@ def test_a_second_process_cannot_open_a_file_an_engine_holds(db_path: Path, engi
     assert str(db_path) in message
 
 
+@pytest.mark.duckdb_only
 def test_a_file_from_a_newer_wfkit_is_refused_with_a_hint_to_upgrade(
     db_path: Path, open_engine
 ) -> None:

@@ -225,7 +225,7 @@ def test_approving_continues_and_records_actor_and_comment(engine, acts) -> None
     assert run.outputs["review"]["actor"] == "ana"
     sql_rows = rows(
         engine,
-        "SELECT actor, json_extract_string(output, '$.comment') FROM wf_events "
+        "SELECT actor, CAST(output AS JSON) ->> 'comment' FROM wf_events "
         f"WHERE run_id = '{run.id}' AND kind = 'approval.approved'",
     )
     assert sql_rows == [("ana", "looks right")]

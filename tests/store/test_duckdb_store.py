@@ -12,8 +12,10 @@ import duckdb
 import pytest
 
 import wfkit as wf
+from tests.postgres import postgres_database
 from wfkit.store import Statement, open_store
 from wfkit.store.duckdb import DuckDBStore
+from wfkit.store.postgres import PostgresStore
 from wfkit.store.queries import migrations, query
 
 WHEN = datetime(2026, 1, 1, 12, 0, 0)
@@ -23,11 +25,11 @@ _QUERIES = resources.files("wfkit.store").joinpath("sql/queries.sql")
 
 
 def migration_files() -> list[tuple[int, str]]:
-    """Every migration file, read from the package folder, in number order."""
+    """Every migration file for DuckDB (no ``.<dialect>.sql`` variants), in number order."""
     found = [
         (int(item.name.split("_", 1)[0]), item.read_text())
         for item in _MIGRATIONS.iterdir()
-        if item.name.endswith(".sql")
+        if item.name.endswith(".sql") and item.name.count(".") == 1
     ]
     return sorted(found)
 
@@ -210,14 +212,18 @@ def test_user_sql_errors_are_store_errors_with_the_driver_cause(store) -> None:
     assert isinstance(info.value.__cause__, duckdb.Error)
 
 
-def test_open_store_picks_duckdb_for_a_path_and_refuses_postgres(tmp_path: Path) -> None:
+def test_open_store_picks_the_backend_by_url(tmp_path: Path) -> None:
     s = open_store(tmp_path / "x.duckdb")
     try:
         assert isinstance(s, DuckDBStore)
     finally:
         s.close()
-    with pytest.raises(wf.UsageError, match="DuckDB file path"):
-        open_store("postgresql://localhost/wf")
+    with postgres_database() as url:
+        pg = open_store(url)
+        try:
+            assert isinstance(pg, PostgresStore)
+        finally:
+            pg.close()
 
 
 # --- the wf_outputs view ----------------------------------------------------------------------

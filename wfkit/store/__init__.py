@@ -11,15 +11,19 @@ __all__ = ["TERMINAL_STATUSES", "Statement", "Store", "open_store"]
 
 
 def open_store(target: str | Path) -> Store:
-    """Open the store ``target`` names: a DuckDB path or ``:memory:`` (PostgreSQL URLs later).
+    """Open the store ``target`` names: a DuckDB path, ``:memory:`` or a ``postgresql://`` URL.
 
     The backend's driver is imported only when it is used.
     """
     text = str(target)
     if text.startswith(("postgresql://", "postgres://")):
-        raise UsageError(
-            "PostgreSQL stores are not available in this version of wfkit; use a DuckDB file path"
-        )
+        try:
+            from wfkit.store.postgres import PostgresStore
+        except ImportError as exc:  # the driver is an optional dependency
+            raise UsageError(
+                f"PostgreSQL needs psycopg: pip install 'wfkit[postgres]' ({exc})"
+            ) from exc
+        return PostgresStore(text)
     from wfkit.store.duckdb import DuckDBStore
 
     return DuckDBStore(text)
