@@ -487,12 +487,17 @@ def page(browser: Browser, console: ConsoleLog) -> Iterator[Page]:
 
 
 @pytest.fixture
-def screenshot() -> Callable[[Any, str], Path]:
-    """``screenshot(page_or_locator, "editor.png")`` saves a picture into docs/images/."""
+def screenshot(tmp_path: Path) -> Callable[[Any, str], Path]:
+    """``screenshot(page_or_locator, "editor.png")`` takes a picture of the page.
+
+    With ``WFKIT_SCREENSHOTS=1`` it lands in docs/images/ (to refresh the README's pictures);
+    otherwise under the test's tmp_path, so a test run leaves the work tree as it was.
+    """
 
     def save(target: Any, name: str) -> Path:
-        IMAGES.mkdir(parents=True, exist_ok=True)
-        path = IMAGES / name
+        folder = IMAGES if os.environ.get("WFKIT_SCREENSHOTS") else tmp_path
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
         target.screenshot(path=str(path), animations="disabled")
         return path
 
