@@ -403,3 +403,41 @@ def cancel_command(
         target.cancel(run_id, actor=who, reason=reason)
         status = run_status(target, run_id)
     typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")
+
+
+# --- store: whole stores, e.g. a DuckDB file moved into PostgreSQL ------------------------------
+
+store_app = typer.Typer(
+    help="Work on whole stores: copy a DuckDB file into PostgreSQL (and back).",
+    no_args_is_help=True,
+)
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("copy")
+@_oneline
+def store_copy_command(
+    src: Annotated[
+        str,
+        typer.Argument(metavar="SRC", help="What to read: a DuckDB file or postgresql:// URL"),
+    ],
+    dst: Annotated[
+        str,
+        typer.Argument(metavar="DST", help="Where to write: a DuckDB file or postgresql:// URL"),
+    ],
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge", help="Add to a destination that holds runs, skipping those it already has"
+        ),
+    ] = False,
+) -> None:
+    """Copy every definition, run (in flight included), event and wait from SRC into DST.
+
+    Stop the engines of both stores first. DST must be empty unless --merge is given.
+    """
+    from wfkit.store.copy import copy_store
+
+    report = copy_store(src, dst, merge=merge, progress=lambda line: typer.echo(line, err=True))
+    for line in report.lines():
+        typer.echo(line)

@@ -100,6 +100,7 @@ def _in_flight_bound(lost: set[str]) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("mode", "seed"), [("inline", 1), ("workers", 2)])
+@pytest.mark.duckdb_only  # a restarted engine on PostgreSQL waits for the dead lease
 def test_random_sigkills_rerun_only_the_steps_in_flight(
     mode: str, seed: int, db_path: Path, tmp_path: Path, open_engine
 ) -> None:

@@ -308,6 +308,7 @@ engine.run_until_idle()
 
 
 @pytest.mark.slow
+@pytest.mark.duckdb_only  # a restarted engine on PostgreSQL waits for the dead lease
 def test_a_crash_reruns_only_the_attempt_in_flight(db_path: Path, open_engine, acts) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _CRASH_SCRIPT, str(db_path)],

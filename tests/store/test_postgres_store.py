@@ -37,13 +37,26 @@ def test_a_fresh_postgres_schema_has_every_wfkit_table() -> None:
     assert version == (migrations("postgres")[-1][0],)
 
 
-def test_a_second_engine_on_the_same_database_is_refused_until_the_first_closes() -> None:
+def test_two_engines_share_a_database_and_each_run_is_advanced_by_one_of_them() -> None:
+    registry = wf.ActivityRegistry()
+    calls: list[str] = []
+    registry.register("share.step", lambda ctx: calls.append(ctx.instance_id))
+    flow = wf.Workflow("share", 1).start_with("share.step")
     with postgres_database() as url:
-        first = wf.Engine(url)
-        with pytest.raises(wf.StoreError, match="another wfkit engine already owns"):
-            wf.Engine(url)
-        first.close()
-        wf.Engine(url).close()  # the lock went with the first engine's connection
+        first, second = wf.Engine(url, registry=registry), wf.Engine(url, registry=registry)
+        try:
+            first.register(flow)
+            second.register(flow)
+            runs = first.start_many("share", [{} for _ in range(20)])
+            second.run_until_idle()  # the second engine claims the runs the first admitted
+            first.run_until_idle()
+            assert {r.status for r in runs} == {wf.RunStatus.COMPLETED}
+            assert sorted(calls) == sorted(r.id for r in runs)  # each ran exactly once
+            owners = first.sql("SELECT count(*) FROM wf_instances WHERE owner IS NOT NULL")
+            assert owners.fetchall() == [(0,)]  # ended runs are given back
+        finally:
+            first.close()
+            second.close()
 
 
 def test_a_database_from_a_newer_wfkit_is_refused_with_a_hint_to_upgrade() -> None:

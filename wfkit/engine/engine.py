@@ -7,12 +7,14 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from wfkit.definition.activities import ActivityRegistry, default_registry
+from wfkit.definition.durations import parse_duration
 from wfkit.definition.graph import graph_from_data
 from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
@@ -20,6 +22,7 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.handles import Run, check_known, explain
+from wfkit.engine.leases import Leases
 from wfkit.engine.operations import Operations
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
@@ -69,6 +72,7 @@ class Engine(Operations):
         clock: Clock | None = None,
         registry: ActivityRegistry | None = None,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
+        lease: str | timedelta = "30s",
         batch_size: int = 1024,
     ) -> None:
         self.target = str(target)
@@ -77,11 +81,14 @@ class Engine(Operations):
         self.max_payload = max_payload
         self._store = open_store(self.target)
         self._writer = Writer(self._store, self.clock.now)
+        if self._store.shared:  # many engine processes may advance this database's runs
+            self._writer.leases = Leases(self._store, self.clock.now, parse_duration(lease))
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._writer.binder = self.registry.get
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         self._closed = False
         self._load_definitions()
+        self._writer.reload_flows = self._load_definitions
         with self._writer.lock:
             ready = self._writer.recover()
         for run, token_id in ready:
@@ -95,6 +102,7 @@ class Engine(Operations):
             return
         self._scheduler.stop()
         self._writer.flush_summaries()
+        self._scheduler.release_all()
         self._scheduler.pool.shutdown(wait=False, cancel_futures=True)
         self._store.close()
         self._closed = True
@@ -111,7 +119,9 @@ class Engine(Operations):
     # --- definitions --------------------------------------------------------------------------
 
     def _load_definitions(self) -> None:
-        for wid, version, _digest, graph_json, model_path, _at in self._store.query("definitions"):
+        for wid, version, digest, graph_json, model_path, _at in self._store.query("definitions"):
+            if (wid, version, digest) in self._writer.flows:
+                continue
             data = json.loads(graph_json)
             try:
                 workflow = Workflow.from_data(data)
@@ -249,6 +259,7 @@ class Engine(Operations):
                 runs.append(run)
             released = self._writer.commit()
         self._scheduler.release(released)
+        self._scheduler.wake()  # on a shared store the new runs wait to be claimed
         return [Run(self, r.run_id) for r in runs]
 
     def _admit(self, flow: CompiledFlow, data: Any) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import itertools
 import json
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 from wfkit.definition.durations import parse_duration
 from wfkit.engine import sagas
 from wfkit.engine.handles import Run
+from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes.wait import fit_payload
 from wfkit.engine.records import RunStatus, WaitInfo
 from wfkit.engine.state import RunState
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Operations"]
 
+_BUSY_WAIT = 5.0  # seconds a command waits for another engine to let go of a run
+
 
 class Operations:
     """The engine's operator and signalling commands (mixed into :class:`Engine`)."""
@@ -45,13 +50,9 @@ class Operations:
 
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
         """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
-        with self._writer.lock:
-            run = self._writer.get_run(run_id)
-            if run is None:
-                raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+        with self._writer.lock, self._holding(run_id) as run:
             if RunStatus(run.status).terminal:
                 raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
-            self._writer.runs.setdefault(run_id, run)
             self._writer.checkpoint(run, actor).cancel_run(reason)
             released = self._writer.commit()
         self._scheduler.release(released)
@@ -82,16 +83,16 @@ class Operations:
             if not rows:
                 return False
             run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
-            run = self._writer.get_run(run_id)
-            if run is None or token_id not in run.tokens:
-                return False
-            payload = self._check_payload(run.flow.nodes[node_id], name, key_text, payload)
-            self._writer.runs.setdefault(run_id, run)
-            cp = self._writer.checkpoint(run, actor)
-            cp.bookmarks_del.append(token_id)
-            node = run.flow.nodes[node_id]
-            self._writer.handlers["wait"].on_signal(cp, token_id, node_id, node, payload)  # type: ignore[attr-defined]
-            released = self._writer.commit()
+            with self._holding(run_id) as run:
+                if token_id not in run.tokens:
+                    return False
+                payload = self._check_payload(run.flow.nodes[node_id], name, key_text, payload)
+                cp = self._writer.checkpoint(run, actor)
+                cp.bookmarks_del.append(token_id)
+                node = run.flow.nodes[node_id]
+                handler: Any = self._writer.handlers["wait"]
+                handler.on_signal(cp, token_id, node_id, node, payload)
+                released = self._writer.commit()
         self._scheduler.release(released)
         return True
 
@@ -204,14 +205,13 @@ class Operations:
                     f"run {run_id} has no open approval {node!r} "
                     f"(open: {', '.join(open_) or 'none'}); check engine.waiting()"
                 )
-            run = self._writer.get_run(run_id)
-            assert run is not None
             token_id = rows[0][1]
-            self._writer.runs.setdefault(run_id, run)
-            cp = self._writer.checkpoint(run, actor)
-            cp.bookmarks_del.append(token_id)
-            self._writer.handlers["approval"].decide(cp, token_id, node, approved, comment)  # type: ignore[attr-defined]
-            released = self._writer.commit()
+            with self._holding(run_id) as run:
+                cp = self._writer.checkpoint(run, actor)
+                cp.bookmarks_del.append(token_id)
+                approval: Any = self._writer.handlers["approval"]
+                approval.decide(cp, token_id, node, approved, comment)
+                released = self._writer.commit()
         self._scheduler.release(released)
 
     # --- recovery -----------------------------------------------------------------------------
@@ -222,10 +222,38 @@ class Operations:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
         return run
 
+    @contextmanager
+    def _holding(self, run_id: str) -> Iterator[RunState]:
+        """The run, held by this engine while a command changes it.
+
+        On a shared store the run is claimed first (waiting a few seconds while another engine
+        holds it); if the command ends without a checkpoint the run is given back.
+        """
+        writer = self._writer
+        had = run_id in writer.runs
+        deadline = time.monotonic() + _BUSY_WAIT
+        while True:
+            try:
+                run = writer.take(run_id)
+                break
+            except RunBusy:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        if run is None:
+            raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
+        commits = writer.commits
+        try:
+            yield run
+        finally:
+            if not had and writer.commits == commits and writer.runs.get(run_id) is run:
+                writer.runs.pop(run_id, None)
+                if writer.leases is not None:
+                    writer.leases.release([run_id])
+
     def resume(self, run_id: str, *, actor: str | None = None) -> None:
         """Continue a suspended run: its parked step gets a fresh set of attempts."""
-        with self._writer.lock:
-            run = self._live(run_id)
+        with self._writer.lock, self._holding(run_id) as run:
             stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
             if run.status != RunStatus.SUSPENDED.value or not stuck:
                 raise UsageError(f"run {run_id} is {run.status}, not suspended; nothing to resume")
@@ -234,7 +262,6 @@ class Operations:
                     f"run {run_id} is suspended on a failed compensation; choose "
                     "engine.recover_compensation(run_id, action='retry'|'skip'|'abandon')"
                 )
-            self._writer.runs.setdefault(run_id, run)
             cp = self._writer.checkpoint(run, actor)
             run.set_status(RunStatus.RUNNING.value)
             cp.event("run.resumed", detail={"steps": [run.tokens[t]["node"] for t in stuck]})
@@ -250,14 +277,12 @@ class Operations:
         ``abandon`` the unwind (the run fails as it stands)."""
         if action not in ("retry", "skip", "abandon"):
             raise UsageError(f"action must be 'retry', 'skip' or 'abandon', not {action!r}")
-        with self._writer.lock:
-            run = self._live(run_id)
+        with self._writer.lock, self._holding(run_id) as run:
             if not any(t.get("comp") and t["st"] == "suspended" for t in run.tokens.values()):
                 raise UsageError(
                     f"run {run_id} ({run.status}) has no failed compensation to recover; "
                     "use engine.resume for a suspended step"
                 )
-            self._writer.runs.setdefault(run_id, run)
             sagas.recover(self._writer.checkpoint(run, actor), action)
             released = self._writer.commit()
         self._scheduler.release(released)
@@ -271,7 +296,7 @@ class Operations:
         if not RunStatus(status).terminal:
             raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
         flow = self._writer.flow(workflow_id, version, digest)
-        with self._writer.lock:
+        with self._writer.lock, self._holding(run_id) as old:
             new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
             self._writer.add_instance(new, input_json, actor, parent=run_id)
             cp = self._writer.checkpoint(new, actor)
@@ -280,7 +305,6 @@ class Operations:
                 detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
             )
             cp.spawn(flow.start, [])
-            old = self._live(run_id)
             self._writer.checkpoint(old, actor).event(
                 "run.restarted", detail={"new_run": new.run_id}
             )

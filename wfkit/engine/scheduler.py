@@ -53,6 +53,8 @@ class Scheduler:
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._busy = 0
+        self.claimed = 0  # runs the last shared round claimed
+        self._unlisten: Callable[[], None] | None = None
         clock.subscribe(self.wake)
 
     # --- jobs -----------------------------------------------------------------------------------
@@ -135,17 +137,41 @@ class Scheduler:
     ) -> None:
         """Apply results, fire due timers and run commands, commit once, release."""
         writer = self.writer
+        claimed: list[tuple[RunState, str]] = []
         with writer.lock:
             for result in results:
                 self.inflight.pop((result.run_id, result.token_id), None)
                 self.heartbeats.pop((result.run_id, result.token_id), None)
                 writer.apply_result(result)
-            for due, run_id, token_id, kind in writer.timers.pop_due(self.clock.now()):
+            for due, run_id, token_id, kind in self._due_timers():
                 writer.fire_timer(due, run_id, token_id, kind)
             for command in commands:
                 command(writer)
             released = self._commit_with_retry()
+            if writer.leases is not None:
+                claimed = self._shared_round()
         self.release(released)
+        for run, token_id in claimed:
+            self._enqueue(run, token_id)
+        self.claimed = len(claimed)
+
+    def _due_timers(self) -> list[tuple[datetime, str, str, str]]:
+        now = self.clock.now()
+        if self.writer.leases is None:
+            return self.writer.timers.pop_due(now)
+        # a shared store: timers may belong to runs any engine created
+        rows = self.writer.store.query("due_timers", [now, self.batch_size])
+        return [(row[4], row[0], row[1], row[3]) for row in rows]
+
+    def _shared_round(self) -> list[tuple[RunState, str]]:
+        """Renew this engine's leases when due, then claim runs that nobody advances."""
+        leases = self.writer.leases
+        assert leases is not None
+        if leases.renewal_due():
+            for run_id in leases.renew(list(self.writer.runs)):
+                self.writer.runs.pop(run_id, None)  # another engine holds it now
+        room = max(self.batch_size - len(self.inflight), 0)
+        return self.writer.claim_waiting_work(room) if room else []
 
     def _commit_with_retry(self) -> Released:
         delay = 0.05
@@ -182,10 +208,15 @@ class Scheduler:
             return
         deadline = time.monotonic() + timeout if timeout else None
         self.retry_blocked()
+        shared = self.writer.leases is not None
         while True:
+            if shared:
+                self.process([])  # claim free runs, fire due timers
             jobs = [self.ready.popleft() for _ in range(min(self.batch_size, len(self.ready)))]
             now = self.clock.now()
-            due = self.writer.timers.next_due()
+            due = self._next_due()
+            if shared and not jobs and self.claimed:
+                continue
             if not jobs and (due is None or due > now):
                 if deadline is None or due is None or self.clock.manual:
                     break
@@ -227,6 +258,10 @@ class Scheduler:
             self._jobs.put(self.ready.popleft())
         for thread in self._threads:
             thread.start()
+        listen = getattr(self.writer.store, "listen", None)
+        if self.writer.leases is not None and listen is not None:
+            self._unlisten = listen("wfkit_work", self.wake)  # new runs, new timers elsewhere
+        self.wake()  # a first round at once: claim what is already waiting
         self.retry_blocked()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -249,7 +284,24 @@ class Scheduler:
                 break
             if job is not _STOP:
                 self.ready.append(job)
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         self.writer.flush_summaries()
+        self.release_all()
+
+    def release_all(self) -> None:
+        """Shared store: give back every run held here, so other engines take them at once."""
+        leases = self.writer.leases
+        if leases is None:
+            return
+        with self.writer.lock:
+            held = list(self.writer.runs)
+            self.writer.flush_summaries()
+            leases.release(held)
+            self.writer.runs.clear()
+            self.ready.clear()
+            self.inflight.clear()
 
     @property
     def running(self) -> bool:
@@ -309,8 +361,20 @@ class Scheduler:
             if stop:
                 return
 
+    def _next_due(self) -> datetime | None:
+        if self.writer.leases is None:
+            return self.writer.timers.next_due()
+        row = self.writer.store.query("next_timer")
+        return row[0][0] if row and row[0][0] is not None else None
+
     def _sleep_for(self) -> float | None:
-        due = self.writer.timers.next_due()
+        due = self._next_due()
+        leases = self.writer.leases
+        if leases is not None:  # also wake to renew leases and to take runs whose owner died
+            limit = leases.lease.total_seconds() / 3
+            if due is None or self.clock.manual:
+                return limit
+            return min(max((due - self.clock.now()).total_seconds(), 0.0), limit)
         if due is None:
             return None
         now = self.clock.now()
@@ -320,7 +384,7 @@ class Scheduler:
 
     def idle(self) -> bool:
         """True when nothing is queued, in flight or due."""
-        due = self.writer.timers.next_due()
+        due = self._next_due()
         return not self.inflight and not self.ready and (due is None or due > self.clock.now())
 
     def wait_idle(self, timeout: float | None = None) -> bool:

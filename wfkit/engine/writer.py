@@ -22,6 +22,7 @@ from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.leases import Leases, RunBusy
 from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
@@ -68,12 +69,18 @@ class Writer:
         # (name, key) of signals posted before their wait: only these waits query the table
         self.posted = {(n, k) for n, k in store.query("posted_keys")}
         self._taken: list[str] = []
+        self.reload_flows: Callable[[], None] | None = None
+        self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
+        # where many engine processes share the store, this one owns the runs it holds in memory
+        self.leases: Leases | None = None
 
     # --- definitions and runs -------------------------------------------------------------------
 
     def flow(self, workflow_id: str, version: int, digest: str) -> CompiledFlow:
         """The compiled workflow a run pinned."""
         key = (workflow_id, version, digest)
+        if key not in self.flows and self.reload_flows is not None:
+            self.reload_flows()  # another engine on a shared store may have registered it
         if key not in self.flows:
             raise UsageError(
                 f"workflow {workflow_id!r} v{version} ({digest[:12]}) is not in this store; "
@@ -107,8 +114,43 @@ class Writer:
                 run.replay(seq, delta, patch)
         return run
 
+    def take(self, run_id: str) -> RunState | None:
+        """The run, held in memory to be changed by this engine (claimed first when shared).
+
+        Raises :class:`~wfkit.engine.leases.RunBusy` when another engine process holds it.
+        """
+        run = self.runs.get(run_id)
+        if run is not None:
+            return run
+        if self.leases is not None and not self.leases.claim(run_id):
+            if not self.store.query("run_row", [run_id]):
+                return None
+            raise RunBusy(run_id)
+        run = self.get_run(run_id)
+        if run is not None:
+            self.runs[run_id] = run
+        return run
+
+    def claim_waiting_work(self, limit: int) -> list[tuple[RunState, str]]:
+        """Shared store: take runs nobody advances (new ones, or their owner died); return
+        their steps to dispatch."""
+        if self.leases is None:
+            return []
+        ready: list[tuple[RunState, str]] = []
+        for run_id in self.leases.claim_many(limit):
+            if run_id in self.runs:
+                continue
+            run = self.get_run(run_id)
+            if run is None:
+                continue
+            self.runs[run_id] = run
+            ready += [(run, t) for t, tok in run.tokens.items() if tok["st"] == "ready"]
+        return ready
+
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
+        if self.leases is not None:
+            return []  # on a shared store runs are claimed as they become free
         for row in self.store.query("timers"):
             self.timers.push(row[4], row[0], row[1], row[3])
         live: dict[str, RunState] = {}
@@ -187,7 +229,10 @@ class Writer:
 
     def fire_timer(self, due: datetime, run_id: str, token_id: str, kind: str) -> None:
         """A timer came due: let the token's node handle it (stale timers are dropped)."""
-        run = self.get_run(run_id)
+        try:
+            run = self.take(run_id)
+        except RunBusy:
+            return  # the engine that holds the run fires it
         token = run.tokens.get(token_id) if run else None
         if run is None or token is None or token.get("timer") != kind:
             return
@@ -214,7 +259,8 @@ class Writer:
                 self.runs.pop(run_id, None)
             self._taken = []
             raise
-        return self._release(batch.values())
+        self.commits += 1
+        return self._release(batch.values(), new_runs)
 
     def _statements(
         self,
@@ -297,7 +343,7 @@ class Writer:
                 (saga_add if op == "add" else saga_set).rows.append(row)
             for row in cp.bookmarks_add:
                 mark_ops[(run.run_id, row[0])] = ("add", (run.run_id, *row))
-        statements = [instances, events]
+        statements = [*self._lease_guard(batch, new_runs), instances, events]
         statements.append(Statement("delete_timer", [k for k in timer_ops]))
         statements.append(
             Statement("insert_timer", [r for op, r in timer_ops.values() if op == "add"])
@@ -310,6 +356,23 @@ class Writer:
         statements.append(Statement("delete_posted_signal", [(s,) for s in self._taken]))
         self._pending_timers = [r for op, r in timer_ops.values() if op == "add"]
         return statements
+
+    def _lease_guard(
+        self, batch: Iterable[Checkpoint], new_runs: dict[str, Any]
+    ) -> list[Statement]:
+        """Shared store: renew the leases of the runs written, and fail if one changed hands;
+        release the runs that leave memory; wake the other engines when there is new work."""
+        if self.leases is None:
+            return []
+        mine = [cp.run.run_id for cp in batch if cp.run.run_id not in new_runs]
+        leaving = [
+            cp.run.run_id
+            for cp in batch
+            if cp.run.run_id not in new_runs
+            and not any(t["st"] == "ready" for t in cp.run.tokens.values())
+        ]
+        wake = bool(new_runs) or any(cp.timers_add for cp in batch)
+        return self.leases.guard(mine, leaving, wake)
 
     def _summary(self, run: RunState, now: datetime) -> tuple[Any, ...]:
         ended = now if RunStatus(run.status).terminal else None
@@ -324,7 +387,10 @@ class Writer:
             run.run_id,
         )
 
-    def _release(self, batch: Iterable[Checkpoint]) -> Released:
+    def _release(
+        self, batch: Iterable[Checkpoint], new_runs: dict[str, Any] | None = None
+    ) -> Released:
+        new_runs = new_runs or {}
         released = Released()
         if self._taken:
             self._taken = []
@@ -336,6 +402,8 @@ class Writer:
             run = cp.run
             released.changed.add(run.run_id)
             released.cancel += [(run.run_id, t) for t in cp.cancel]
+            if self.leases is not None and run.run_id in new_runs:
+                continue  # a new run on a shared store: whichever engine claims it runs it
             for token_id in cp.dispatch:
                 token = run.tokens.get(token_id)
                 if token is not None and token["st"] == "ready":

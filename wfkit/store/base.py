@@ -11,24 +11,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["TERMINAL_STATUSES", "Statement", "Store"]
+from wfkit.errors import StoreError
+
+__all__ = ["TERMINAL_STATUSES", "LeaseLost", "Statement", "Store"]
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 
 
 @dataclass
 class Statement:
-    """One named statement and its rows; several rows of an INSERT go in one statement."""
+    """One named statement and its rows; several rows of an INSERT go in one statement.
+
+    ``expect`` is the number of rows a single-row statement must touch; when it touches fewer the
+    whole transaction is rolled back with :class:`LeaseLost` (a run changed hands).
+    """
 
     name: str
     rows: list[Any] = field(default_factory=list)
     returning: bool = False
+    expect: int | None = None
+
+
+class LeaseLost(StoreError):
+    """A run this engine meant to write is now held by another engine process."""
 
 
 class Store(Protocol):
     """A backend that keeps wfkit's tables."""
 
     url: str
+    shared: bool  # True where many engine processes may share the database (leases apply)
 
     def close(self) -> None:
         """Release the database (and its file lock)."""

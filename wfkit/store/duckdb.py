@@ -41,6 +41,7 @@ class DuckDBStore:
     """
 
     _closed: bool
+    shared = False  # one process owns a DuckDB file
 
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)

@@ -2,28 +2,28 @@
 
 Same tables, same migrations and the same named queries as DuckDB (the few dialect differences
 live in ``sql/migrations/*.postgres.sql``); queries are written with ``?`` placeholders and turned
-into psycopg's ``%s`` here. One engine process owns a database at a time: it holds a session
-advisory lock for as long as it is open, and a second engine is refused with a clear message.
+into psycopg's ``%s`` here. Any number of engine processes may share the database: each owns the
+runs it advances through a lease on the run's row (see ``wfkit.engine.leases``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 import psycopg
+from psycopg import sql as pgsql
 
 from wfkit.errors import StoreError
-from wfkit.store.base import Statement
+from wfkit.store.base import LeaseLost, Statement
 from wfkit.store.queries import has_query, migrations, query
 
 __all__ = ["PostgresStore", "QueryResult"]
 
-_OWNER_LOCK = 0x77666B6974  # "wfkit": the advisory lock an engine holds on its database
 _MIGRATE_LOCK = 0x77666B6975
 _RETRIES = 8
 
@@ -53,13 +53,15 @@ class QueryResult:
 
 
 class PostgresStore:
-    """wfkit's tables in PostgreSQL.
+    """wfkit's tables in PostgreSQL, shared by any number of engine processes (run leases).
 
     Parameters
     ----------
     url : str
         A libpq URL, e.g. ``postgresql://postgres@127.0.0.1:5432/wfkit``.
     """
+
+    shared = True
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -71,14 +73,6 @@ class PostgresStore:
                 "runs and the URL (user, host, port, database) is right"
             ) from exc
         self._lock = threading.RLock()
-        owned = self._conn.execute("SELECT pg_try_advisory_lock(%s)", [_OWNER_LOCK]).fetchone()
-        if not owned or not owned[0]:
-            self._conn.close()
-            raise StoreError(
-                f"another wfkit engine already owns the database {_safe(url)}; one engine "
-                "process advances the runs of a database at a time in this version: talk to it "
-                "through its HTTP API (wfkit serve), or stop it"
-            )
         try:
             self._migrate()
         except BaseException:
@@ -125,7 +119,7 @@ class PostgresStore:
     # --- protocol -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection (which releases the engine's advisory lock)."""
+        """Close the connection."""
         with self._lock:
             try:
                 self._conn.close()
@@ -147,6 +141,8 @@ class PostgresStore:
                     raise StoreError(f"write conflict on {_safe(self.url)}: {exc}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
+            except LeaseLost:
+                raise
             except psycopg.Error as exc:
                 raise StoreError(f"writing to {_safe(self.url)} failed: {exc}") from exc
         raise AssertionError("unreachable")
@@ -160,7 +156,14 @@ class PostgresStore:
                     cur.execute(_pg(statement.name), list(row))
                     found += cur.fetchall()
                 return found
-            if len(rows) > 1 and has_query(f"{statement.name}_many"):
+            if statement.expect is not None:
+                cur.execute(_pg(statement.name), list(rows[0]))
+                if cur.rowcount < statement.expect:
+                    raise LeaseLost(
+                        f"{statement.expect - cur.rowcount} of the runs in this checkpoint are now "
+                        "held by another engine process"
+                    )
+            elif len(rows) > 1 and has_query(f"{statement.name}_many"):
                 columns = [list(col) for col in zip(*rows, strict=True)]
                 cur.execute(_pg(f"{statement.name}_many"), columns)
             elif len(rows) == 1:
@@ -168,6 +171,31 @@ class PostgresStore:
             else:
                 cur.executemany(_pg(statement.name), [list(r) for r in rows])
         return []
+
+    def listen(self, channel: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on every NOTIFY on ``channel`` (from a thread with its own
+        connection); returns a function that stops listening."""
+        stop = threading.Event()
+        conn = psycopg.connect(self.url, autocommit=True)
+        conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel)))
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    for _ in conn.notifies(timeout=0.5):
+                        callback()
+                except psycopg.Error:
+                    return
+
+        thread = threading.Thread(target=loop, name="wfkit-listen", daemon=True)
+        thread.start()
+
+        def close() -> None:
+            stop.set()
+            thread.join(2)
+            conn.close()
+
+        return close
 
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""

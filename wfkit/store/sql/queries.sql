@@ -8,7 +8,8 @@ INSERT INTO wf_schema_version (version, applied_at) VALUES (?, ?);
 
 -- name: insert_definition
 INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
-VALUES (?, ?, ?, ?, ?, ?);
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING;
 
 -- name: definitions
 SELECT workflow_id, version, hash, graph, data_model, registered_at
@@ -194,3 +195,128 @@ DELETE FROM wf_signals WHERE expires_at IS NOT NULL AND expires_at <= ?;
 
 -- name: instance_origin
 SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id = ?;
+
+-- Run leases (shared databases only). `claim_runs` takes runs nobody holds (new, or whose owner
+-- died) that have work; `claim_run` takes one run for a signal, timer or operator command.
+
+-- name: claim_runs
+UPDATE wf_instances SET owner = ?, lease_until = ?
+WHERE run_id IN (
+    SELECT run_id FROM wf_instances
+    WHERE status IN ('pending', 'running', 'compensating')
+      AND (owner IS NULL OR lease_until < ?)
+    ORDER BY updated_at
+    LIMIT ?
+    FOR UPDATE SKIP LOCKED)
+RETURNING run_id;
+
+-- name: claim_run
+UPDATE wf_instances SET owner = ?, lease_until = ?
+WHERE run_id = ? AND (owner IS NULL OR owner = ? OR lease_until < ?)
+RETURNING run_id;
+
+-- name: renew_leases
+UPDATE wf_instances SET lease_until = ? WHERE owner = ? AND run_id = ANY(?);
+
+-- name: release_runs
+UPDATE wf_instances SET owner = NULL, lease_until = NULL WHERE owner = ? AND run_id = ANY(?);
+
+-- name: due_timers
+SELECT run_id, token, node_id, kind, due_at FROM wf_timers WHERE due_at <= ? ORDER BY due_at
+LIMIT ?;
+
+-- name: next_timer
+SELECT min(due_at) FROM wf_timers;
+
+-- name: notify_work
+SELECT pg_notify('wfkit_work', ?);
+
+-- name: owned_runs
+SELECT run_id FROM wf_instances WHERE owner = ?;
+
+-- name: copy_wf_definitions
+-- Copying a whole store into another (wfkit.store.copy): one block per table listing EVERY
+-- column, and its column-wise form for many rows. wfkit.store.copy reads the column lists from
+-- these blocks and checks them against both databases, so a migration that adds a column must
+-- add it here too (or name it in wfkit.store.copy.NOT_COPIED).
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING;
+
+-- name: copy_wf_definitions_many
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]);
+
+-- name: copy_wf_instances
+INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
+                          error, created_at, updated_at, ended_at, parent_run_id, actor)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_instances_many
+INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
+                          error, created_at, updated_at, ended_at, parent_run_id, actor)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+
+-- name: copy_wf_events
+INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor,
+                       error, output, patch, delta, detail)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_events_many
+INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor,
+                       error, output, patch, delta, detail)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+
+-- name: copy_wf_jobs
+INSERT INTO wf_jobs (run_id, token, node_id, status, attempt, loop_index, updated_at, heartbeat_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_jobs_many
+INSERT INTO wf_jobs (run_id, token, node_id, status, attempt, loop_index, updated_at, heartbeat_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]);
+
+-- name: copy_wf_bookmarks
+INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_bookmarks_many
+INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]);
+
+-- name: copy_wf_timers
+INSERT INTO wf_timers (run_id, token, node_id, kind, due_at) VALUES (?, ?, ?, ?, ?);
+
+-- name: copy_wf_timers_many
+INSERT INTO wf_timers (run_id, token, node_id, kind, due_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]);
+
+-- name: copy_wf_saga_steps
+INSERT INTO wf_saga_steps (run_id, saga_id, node_id, token, compensation, position, status,
+                           updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_saga_steps_many
+INSERT INTO wf_saga_steps (run_id, saga_id, node_id, token, compensation, position, status,
+                           updated_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]);
+
+-- name: copy_wf_signals
+INSERT INTO wf_signals (signal_id, name, key, payload, posted_at, expires_at, actor)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_signals_many
+INSERT INTO wf_signals (signal_id, name, key, payload, posted_at, expires_at, actor)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]);
