@@ -42,7 +42,6 @@ from wfkit.engine import (
     RunInfo,
     RunStatus,
     RunView,
-    VisitLimitExceeded,
     WaitInfo,
 )
 from wfkit.errors import (
@@ -52,6 +51,7 @@ from wfkit.errors import (
     SignalError,
     StoreError,
     UsageError,
+    VisitLimitExceeded,
     WfkitError,
     WorkflowFailed,
 )

@@ -405,6 +405,37 @@ def cancel_command(
     typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")
 
 
+# --- worker: one of many engine processes on a shared PostgreSQL database ---------------------
+
+
+@app.command("worker")
+@_oneline
+def worker_command(
+    db: Annotated[
+        str,
+        typer.Option(help="The shared database: postgresql://user@host:port/db (not DuckDB)"),
+    ],
+    module: Annotated[
+        list[str],
+        typer.Option(help="Module or .py file defining activities and workflows (repeatable)"),
+    ],
+    threads: Annotated[int, typer.Option(min=1, help="Engine worker threads")] = 4,
+    lease: Annotated[
+        str,
+        typer.Option(help="How long a dead worker's runs wait before the others take them"),
+    ] = "30s",
+) -> None:
+    """Advance the runs of a PostgreSQL database until SIGTERM or Ctrl-C; run several anywhere.
+
+    Registers every module-level workflow of the modules, claims runs nobody advances (and those
+    of workers that died, once their lease runs out), and on a signal finishes the attempts in
+    flight and gives its runs back.
+    """
+    from wfkit.worker import run_worker
+
+    run_worker(db, module, threads, lease, echo=lambda line: typer.echo(line))
+
+
 # --- store: whole stores, e.g. a DuckDB file moved into PostgreSQL ------------------------------
 
 store_app = typer.Typer(

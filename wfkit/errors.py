@@ -8,6 +8,7 @@ Every message says what happened and what to do next::
     ├── AdmissionError         a run refused at start (carries every reason; nothing written)
     ├── StoreError             the store failed (the driver's exception is the __cause__)
     ├── WorkflowFailed         a run ended in failure (carries the recorded error)
+    │   └── VisitLimitExceeded a loop went round more often than max_visits allows
     ├── SignalError            a signal or approval that cannot be delivered
     └── UsageError             the API was called in a way it does not support
 """
@@ -27,6 +28,7 @@ __all__ = [
     "SignalError",
     "StoreError",
     "UsageError",
+    "VisitLimitExceeded",
     "WfkitError",
     "WorkflowFailed",
 ]
@@ -93,6 +95,13 @@ class WorkflowFailed(WfkitError):
         super().__init__(message)
         self.run_id = run_id
         self.error = error
+
+
+class VisitLimitExceeded(WorkflowFailed):
+    """A run failed because a node was reached more often than its ``max_visits`` allows.
+
+    ``run.result()`` raises it (a :class:`WorkflowFailed`) for such runs.
+    """
 
 
 class SignalError(WfkitError):

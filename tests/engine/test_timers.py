@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from wfkit.engine import SystemClock
 
 
 def events(run: wf.Run, kind: str) -> list[wf.Event]:
@@ -155,3 +156,24 @@ def test_an_idle_engine_with_workers_costs_no_cpu(open_engine, acts, manual) -> 
 
     assert run.status == wf.RunStatus.WAITING
     assert used < 0.1, f"an idle engine used {used:.3f}s of CPU in 0.5s (polling?)"
+
+
+def test_a_timer_made_by_a_command_fires_while_workers_sleep_on_the_real_clock(
+    open_engine, acts
+) -> None:
+    """approve() from the test thread creates the delay's timer; the writer thread, asleep with
+    nothing due, must wake for it rather than wait for some other event."""
+    acts.noop("after")
+    engine = open_engine(clock=SystemClock())
+    engine.register(wf.Workflow("w").start_with().approval("ok").delay("0.3s").then("after"))
+    run = engine.start("w", {})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.WAITING
+    engine.start_workers(2)
+    try:
+        time.sleep(0.3)  # let the writer thread go to sleep with no timer at all
+        engine.approve(run.id, "ok", actor="ana")
+        assert run.result(timeout=10) == {}
+    finally:
+        engine.stop()
+    assert acts.names() == ["after"]

@@ -5,7 +5,6 @@ It imports the definition and store layers, never the API or widgets.
 
 from __future__ import annotations
 
-from wfkit.engine.checkpoint import VisitLimitExceeded
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
@@ -21,6 +20,5 @@ __all__ = [
     "RunStatus",
     "RunView",
     "SystemClock",
-    "VisitLimitExceeded",
     "WaitInfo",
 ]

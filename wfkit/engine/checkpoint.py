@@ -21,13 +21,9 @@ from wfkit.engine.state import RunState
 if TYPE_CHECKING:
     from wfkit.engine.nodes import NodeHandler
 
-__all__ = ["Checkpoint", "EventRow", "VisitLimitExceeded"]
+__all__ = ["Checkpoint", "EventRow"]
 
 Token = dict[str, Any]
-
-
-class VisitLimitExceeded(RuntimeError):
-    """A node was reached more often than its policy's ``max_visits`` allows."""
 
 
 @dataclass

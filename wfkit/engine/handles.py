@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
-from wfkit.errors import UsageError, WorkflowFailed
+from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
 
 if TYPE_CHECKING:
     from wfkit.definition.workflow import Workflow
@@ -99,7 +99,8 @@ class Run:
         state = self._engine._state(self.id)
         if status in (RunStatus.FAILED, RunStatus.CANCELLED):
             error = state.error or status.value
-            raise WorkflowFailed(
+            kind = VisitLimitExceeded if error.startswith("VisitLimitExceeded") else WorkflowFailed
+            raise kind(
                 f"run {self.id} of {state.flow.id!r} v{state.flow.version} {status.value}: "
                 f"{_last_line(error)}; see run.history() for every attempt",
                 run_id=self.id,
@@ -168,13 +169,26 @@ def humanize(delta: timedelta) -> str:
     >>> humanize(timedelta(days=2, hours=1))
     '2 days'
     """
-    seconds = abs(delta.total_seconds())
+    seconds = abs(delta.total_seconds())  # callers word the sign (see in_words)
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size:
             count = round(seconds / size)
             return f"{count} {unit}{'s' if count != 1 else ''}"
     count = round(seconds)
     return f"{count} second{'s' if count != 1 else ''}"
+
+
+def in_words(delta: timedelta) -> str:
+    """``'in 2 days'`` for a time ahead, ``'overdue by 5 seconds'`` for one already past.
+
+    Examples
+    --------
+    >>> in_words(timedelta(seconds=-5))
+    'overdue by 5 seconds'
+    """
+    return (
+        f"in {humanize(delta)}" if delta.total_seconds() >= 0 else f"overdue by {humanize(delta)}"
+    )
 
 
 def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: datetime) -> str:
@@ -184,11 +198,11 @@ def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: dateti
     when = f" since {since:%H:%M}"
     if kind == "signal":
         text = f"waiting for signal {name!r}" + (f" (key {key})" if key else "") + when
-        return text + (f"; times out in {humanize(due - now)}" if due else "")
+        return text + (f"; times out {in_words(due - now)}" if due else "")
     assignees = json.loads(detail or "{}").get("assignees") or []
     who = f" by {', '.join(assignees)}" if assignees else ""
     text = f"waiting for approval {node_id!r}{who}{when}"
-    return text + (f"; expires in {humanize(due - now)}" if due else "")
+    return text + (f"; expires {in_words(due - now)}" if due else "")
 
 
 def explain(engine: Engine, run_id: str) -> str:
@@ -224,12 +238,11 @@ def explain(engine: Engine, run_id: str) -> str:
             if "comp" in token:
                 undo = state.saga.get(token["entry"], {}).get("comp", "?")
                 what = f"compensation {undo!r} of {node!r}"
-            parts.append(f"retrying {what} (attempt {token['att']}) in {humanize(due - now)}")
+            parts.append(f"retrying {what} (attempt {token['att']}) {in_words(due - now)}")
         elif token["st"] == "timer" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
             parts.append(
-                f"waiting on a delay at {node!r} until {due:%Y-%m-%d %H:%M} "
-                f"(in {humanize(due - now)})"
+                f"waiting on a delay at {node!r} until {due:%Y-%m-%d %H:%M} ({in_words(due - now)})"
             )
     if not parts:
         return status.value

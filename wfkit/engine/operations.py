@@ -153,7 +153,11 @@ class Operations:
         key_text = None if key is None else str(key)
         size = len(json.dumps(payload, default=str).encode())
         if size > self.max_payload:
-            raise SignalError(f"signal {name!r} refused: payload over {self.max_payload:,} bytes")
+            raise SignalError(
+                f"signal {name!r} (key {key}) refused: payload is {size:,} bytes, over the "
+                f"{self.max_payload:,}-byte limit; send a smaller payload (keep large content "
+                "elsewhere and pass a reference)"
+            )
         until_delta = parse_duration(expires) if expires is not None else None
         with self._writer.lock:  # held throughout: no wait can open between the two steps
             if self.signal(name, key, payload, actor=actor):

@@ -104,6 +104,8 @@ class Scheduler:
                 job.cancel.set()
         for run, token_id in released.dispatch:
             self._enqueue(run, token_id)
+        if released.timers and threading.current_thread().name != "wfkit-writer":
+            self.wake()  # a command made a timer: the writer thread may be asleep past it
         with self.changed:
             self.changed.notify_all()
 

@@ -44,6 +44,7 @@ class Released:
     dispatch: list[tuple[RunState, str]] = field(default_factory=list)
     cancel: list[tuple[str, str]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
+    timers: bool = False  # new timers: a sleeping writer thread must look at its clock again
 
 
 class Writer:
@@ -395,6 +396,7 @@ class Writer:
         if self._taken:
             self._taken = []
             self.posted = {(n, k) for n, k in self.store.query("posted_keys")}
+        released.timers = bool(self._pending_timers)
         for row in self._pending_timers:
             self.timers.push(row[4], row[0], row[1], row[3])
         self._pending_timers = []
