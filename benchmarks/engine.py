@@ -16,6 +16,7 @@ Nothing here asserts: it prints figures and ratios.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import resource
@@ -181,6 +182,16 @@ def w1(tmp: Path, steps: int = 1000) -> dict[str, object]:
     eng.run_until_idle()
     elapsed = time.perf_counter() - t
     assert run.status == wf.RunStatus.COMPLETED, run.explain()
+    # one checkpoint per step: the gaps between consecutive checkpoints are their latencies
+    times = [
+        r[0]
+        for r in eng.sql(
+            f"SELECT occurred_at FROM wf_events WHERE run_id = '{run.id}' "
+            "AND kind = 'step.completed' ORDER BY seq"
+        ).fetchall()
+    ]
+    gaps = [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(times)]
+    q = statistics.quantiles(gaps, n=100)
     eng.close()
     return emit(
         workload="W1",
@@ -188,6 +199,8 @@ def w1(tmp: Path, steps: int = 1000) -> dict[str, object]:
         seconds=round(elapsed, 3),
         steps_per_s=round(steps / elapsed),
         ms_per_checkpoint=round(elapsed / steps * 1000, 3),
+        checkpoint_p50_ms=round(q[49], 3),
+        checkpoint_p99_ms=round(q[98], 3),
     )
 
 
@@ -204,6 +217,14 @@ def w2c(tmp: Path, runs: int = 1000, threads: int = 0) -> dict[str, object]:
     elapsed = time.perf_counter() - t
     done = sum(1 for r in eng.runs(limit=runs * 2) if r.status == wf.RunStatus.COMPLETED)
     assert done == runs, done
+    # from an attempt's start to the group checkpoint that records it
+    lags = [
+        (r[0] - r[1]).total_seconds() * 1000
+        for r in eng.sql(
+            "SELECT occurred_at, started_at FROM wf_events WHERE kind = 'step.completed'"
+        ).fetchall()
+    ]
+    q = statistics.quantiles(lags, n=100)
     eng.close()
     del handles
     return emit(
@@ -213,6 +234,8 @@ def w2c(tmp: Path, runs: int = 1000, threads: int = 0) -> dict[str, object]:
         seconds=round(elapsed, 3),
         runs_per_s=round(runs / elapsed),
         steps_per_s=round(runs * 3 / elapsed),
+        step_to_checkpoint_p50_ms=round(q[49], 3),
+        step_to_checkpoint_p99_ms=round(q[98], 3),
     )
 
 
