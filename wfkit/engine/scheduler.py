@@ -54,6 +54,7 @@ class Scheduler:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self.claimed = 0  # runs the last shared round claimed
+        self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
         clock.subscribe(self.wake)
 
@@ -172,7 +173,8 @@ class Scheduler:
         if leases.renewal_due():
             for run_id in leases.renew(list(self.writer.runs)):
                 self.writer.runs.pop(run_id, None)  # another engine holds it now
-        room = max(self.batch_size - len(self.inflight), 0)
+        # claim in modest chunks so that several engines share a burst of new runs
+        room = min(max(self.batch_size - len(self.inflight), 0), self.claim_chunk)
         return self.writer.claim_waiting_work(room) if room else []
 
     def _commit_with_retry(self) -> Released:
