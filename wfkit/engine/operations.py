@@ -83,16 +83,23 @@ class Operations:
             if not rows:
                 return False
             run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
-            with self._holding(run_id) as run:
-                if token_id not in run.tokens:
+            try:
+                with self._holding(run_id) as run:
+                    token = run.tokens.get(token_id)
+                    if token is None or token["node"] != node_id or token["st"] != "wait":
+                        return False  # another sender's signal took this wait first
+                    node = run.flow.nodes[node_id]
+                    payload = self._check_payload(node, name, key_text, payload)
+                    cp = self._writer.checkpoint(run, actor)
+                    cp.bookmarks_del.append(token_id)
+                    handler: Any = self._writer.handlers["wait"]
+                    handler.on_signal(cp, token_id, node_id, node, payload)
+                    released = self._writer.commit()
+            except RunBusy:
+                # another engine holds the run: if it took this wait meanwhile, we lost the race
+                if not self._store.query("find_bookmark", ["signal", name, key_text]):
                     return False
-                payload = self._check_payload(run.flow.nodes[node_id], name, key_text, payload)
-                cp = self._writer.checkpoint(run, actor)
-                cp.bookmarks_del.append(token_id)
-                node = run.flow.nodes[node_id]
-                handler: Any = self._writer.handlers["wait"]
-                handler.on_signal(cp, token_id, node_id, node, payload)
-                released = self._writer.commit()
+                raise
         self._scheduler.release(released)
         return True
 
@@ -211,6 +218,12 @@ class Operations:
                 )
             token_id = rows[0][1]
             with self._holding(run_id) as run:
+                token = run.tokens.get(token_id)
+                if token is None or token["node"] != node or token["st"] != "wait":
+                    raise SignalError(
+                        f"approval {node!r} of run {run_id} was decided meanwhile; "
+                        "check engine.waiting() and the run's history"
+                    )
                 cp = self._writer.checkpoint(run, actor)
                 cp.bookmarks_del.append(token_id)
                 approval: Any = self._writer.handlers["approval"]

@@ -199,8 +199,8 @@ class Writer:
     def _take_posted(self, name: str, key: str | None) -> tuple[dict[str, Any], str | None] | None:
         """The oldest unexpired signal posted for (name, key) and its sender, taken in this
         checkpoint."""
-        if (name, key) not in self.posted:
-            return None
+        if self.leases is None and (name, key) not in self.posted:
+            return None  # on a shared store another engine may have kept one: always look
         for signal_id, payload, actor, _expires in self.store.query(
             "first_posted_signal", [name, key, self.now()]
         ):
@@ -362,18 +362,29 @@ class Writer:
         self, batch: Iterable[Checkpoint], new_runs: dict[str, Any]
     ) -> list[Statement]:
         """Shared store: renew the leases of the runs written, and fail if one changed hands;
-        release the runs that leave memory; wake the other engines when there is new work."""
+        release the runs that leave memory; wake the other engines when there is new work.
+
+        A run that a signal, approval, timer or ``resume`` wakes from waiting or suspended is
+        handed back like a new run: its summary row says ``running`` at once (engines claim by
+        that status; waiting for ``flush_summaries`` could strand it) and it is released, so
+        whichever engine runs workers claims it — not the process that happened to send the
+        signal (it may run none, and keep the run until its lease ran out)."""
         if self.leases is None:
             return []
         mine = [cp.run.run_id for cp in batch if cp.run.run_id not in new_runs]
+        resumed = [cp for cp in batch if cp.run.run_id not in new_runs and _resumed(cp)]
         leaving = [
             cp.run.run_id
             for cp in batch
             if cp.run.run_id not in new_runs
-            and not any(t["st"] == "ready" for t in cp.run.tokens.values())
+            and (_resumed(cp) or not any(t["st"] == "ready" for t in cp.run.tokens.values()))
         ]
-        wake = bool(new_runs) or any(cp.timers_add for cp in batch)
-        return self.leases.guard(mine, leaving, wake)
+        wake = bool(new_runs) or bool(resumed) or any(cp.timers_add for cp in batch)
+        statements = self.leases.guard(mine, leaving, wake)
+        if resumed:
+            summaries = [self._summary(cp.run, cp.now) for cp in resumed]
+            statements.append(Statement("update_instance", summaries))
+        return statements
 
     def _summary(self, run: RunState, now: datetime) -> tuple[Any, ...]:
         ended = now if RunStatus(run.status).terminal else None
@@ -404,8 +415,11 @@ class Writer:
             run = cp.run
             released.changed.add(run.run_id)
             released.cancel += [(run.run_id, t) for t in cp.cancel]
-            if self.leases is not None and run.run_id in new_runs:
-                continue  # a new run on a shared store: whichever engine claims it runs it
+            if self.leases is not None and (run.run_id in new_runs or _resumed(cp)):
+                # a new or resumed run on a shared store: whichever engine claims it runs it
+                self.runs.pop(run.run_id, None)
+                self.dirty.discard(run.run_id)
+                continue
             for token_id in cp.dispatch:
                 token = run.tokens.get(token_id)
                 if token is not None and token["st"] == "ready":
@@ -447,3 +461,9 @@ class Writer:
                 ]
             )
             self._jobs_rows |= {row[0] for row in jobs.rows}
+
+
+def _resumed(cp: Checkpoint) -> bool:
+    """True when the checkpoint woke its run: from waiting or suspended to running."""
+    woke = cp.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
+    return woke and cp.run.status == RunStatus.RUNNING.value
