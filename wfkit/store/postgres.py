@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg_pool import ConnectionPool
 
 from wfkit.errors import StoreError
 from wfkit.store.base import LeaseLost, Statement
@@ -72,12 +73,20 @@ class PostgresStore:
                 f"cannot connect to PostgreSQL at {_safe(url)} ({exc}); check that the server "
                 "runs and the URL (user, host, port, database) is right"
             ) from exc
-        self._lock = threading.RLock()
         try:
             self._migrate()
-        except BaseException:
+        finally:
             self._conn.close()
-            raise
+        # engine, API and widget threads each borrow a connection; autocommit unless a write
+        # opens its own transaction
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=4,
+            kwargs={"autocommit": True},
+            open=True,
+            name="wfkit",
+        )
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -120,11 +129,10 @@ class PostgresStore:
 
     def close(self) -> None:
         """Close the connection."""
-        with self._lock:
-            try:
-                self._conn.close()
-            except psycopg.Error:
-                pass
+        try:
+            self._pool.close()
+        except psycopg.Error:
+            pass
 
     def write(self, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
         """Run ``statements`` in one transaction; retry serialization failures with backoff."""
@@ -134,8 +142,8 @@ class PostgresStore:
         delay = 0.001
         for attempt in range(_RETRIES):
             try:
-                with self._lock, self._conn.transaction():
-                    return [self._run(s) for s in work]
+                with self._pool.connection() as conn, conn.transaction():
+                    return [self._run(conn, s) for s in work]
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
                 if attempt == _RETRIES - 1:
                     raise StoreError(f"write conflict on {_safe(self.url)}: {exc}") from exc
@@ -147,9 +155,9 @@ class PostgresStore:
                 raise StoreError(f"writing to {_safe(self.url)} failed: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def _run(self, statement: Statement) -> list[tuple[Any, ...]]:
+    def _run(self, conn: psycopg.Connection[Any], statement: Statement) -> list[tuple[Any, ...]]:
         rows = statement.rows
-        with self._conn.cursor() as cur:
+        with conn.cursor() as cur:
             if statement.returning:
                 found: list[tuple[Any, ...]] = []
                 for row in rows:
@@ -200,15 +208,15 @@ class PostgresStore:
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""
         try:
-            with self._lock:
-                return self._conn.execute(_pg(name), list(params)).fetchall()
+            with self._pool.connection() as conn:
+                return conn.execute(_pg(name), list(params)).fetchall()
         except psycopg.Error as exc:
             raise StoreError(f"query {name!r} on {_safe(self.url)} failed: {exc}") from exc
 
     def sql(self, text: str, params: Sequence[Any] | None = None) -> QueryResult:
         """Run a user's SQL; returns its rows (``.fetchall()``)."""
         try:
-            with self._lock, self._conn.cursor() as cur:
+            with self._pool.connection() as conn, conn.cursor() as cur:
                 statement: Any = text  # the user's own SQL; values go in ``params``, bound
                 cur.execute(statement, params)
                 columns = [d.name for d in cur.description or []]
