@@ -388,10 +388,12 @@ def _fuzzing_config(api: httpx.Client) -> str:
     waiting = _start(api, order_id=_order())
     _waiting_on(api, waiting, "paid")
     approving = _start(api, order_id=(order := _order()))
-    api.post(f"/signals/paid/{order}", json={"payload": {"amount": 1}})
+    # the run may not have reached its wait yet: keep the signal for it if so
+    api.post(f"/signals/paid/{order}", json={"payload": {"amount": 1}, "post_if_absent": True})
     _waiting_on(api, approving, "review")
     stuck = _start(api, order_id=(order := _order()), fail_charge=True, break_release=True)
-    api.post(f"/signals/paid/{order}", json={"payload": {"amount": 1}})
+    # the run may not have reached its wait yet: keep the signal for it if so
+    api.post(f"/signals/paid/{order}", json={"payload": {"amount": 1}, "post_if_absent": True})
     _waiting_on(api, stuck, "review")
     api.post(f"/runs/{stuck}/approvals/review", json={"approved": True, "actor": "ana"})
     _run_when(api, stuck, lambda r: r["status"] == "suspended")
