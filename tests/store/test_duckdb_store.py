@@ -25,11 +25,11 @@ _QUERIES = resources.files("wfkit.store").joinpath("sql/queries.sql")
 
 
 def migration_files() -> list[tuple[int, str]]:
-    """Every migration file for DuckDB (no ``.<dialect>.sql`` variants), in number order."""
+    """Every migration file, read from the package folder, in number order."""
     found = [
         (int(item.name.split("_", 1)[0]), item.read_text())
         for item in _MIGRATIONS.iterdir()
-        if item.name.endswith(".sql") and item.name.count(".") == 1
+        if item.name.endswith(".sql")
     ]
     return sorted(found)
 

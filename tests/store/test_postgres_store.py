@@ -34,7 +34,7 @@ def test_a_fresh_postgres_schema_has_every_wfkit_table() -> None:
         "wf_signals",
         "wf_schema_version",
     } <= tables
-    assert version == (migrations("postgres")[-1][0],)
+    assert version == (migrations()[-1][0],)
 
 
 def test_two_engines_share_a_database_and_each_run_is_advanced_by_one_of_them() -> None:

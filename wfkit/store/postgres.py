@@ -1,9 +1,9 @@
 """The PostgreSQL store: wfkit's tables in a PostgreSQL database, through psycopg 3.
 
-Same tables, same migrations and the same named queries as DuckDB (the few dialect differences
-live in ``sql/migrations/*.postgres.sql``); queries are written with ``?`` placeholders and turned
-into psycopg's ``%s`` here. Any number of engine processes may share the database: each owns the
-runs it advances through a lease on the run's row (see ``wfkit.engine.leases``).
+Same tables, same migrations and the same named queries as DuckDB; queries are written with
+``?`` placeholders and turned into psycopg's ``%s`` here. Any number of engine processes may
+share the database: each owns the runs it advances through a lease on the run's row (see
+``wfkit.engine.leases``).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class PostgresStore:
             )
             row = conn.execute(_pg("schema_version")).fetchone()
             have = int(row[0]) if row and row[0] is not None else 0
-            known = migrations("postgres")
+            known = migrations()
             newest = known[-1][0] if known else 0
             if have > newest:
                 raise StoreError(

@@ -26,26 +26,18 @@ def query(name: str) -> str:
 
 
 @cache
-def migrations(dialect: str = "duckdb") -> list[tuple[int, str]]:
-    """``(version, sql)`` of every migration, in order (``0001_initial.sql`` is 1).
+def migrations() -> list[tuple[int, str]]:
+    """``(version, sql)`` of every migration file, in order (``0001_initial.sql`` is 1).
 
-    A file ``NNNN_name.<dialect>.sql`` replaces ``NNNN_name.sql`` for that dialect; the
-    differences between backends stay in those few files.
+    Migrations are written in SQL that both DuckDB and PostgreSQL read.
     """
     folder = resources.files("wfkit.store").joinpath("sql/migrations")
-    plain: dict[int, str] = {}
-    special: dict[int, str] = {}
-    for item in folder.iterdir():
-        name = item.name
-        if not name.endswith(".sql"):
-            continue
-        version = int(name.split("_", 1)[0])
-        parts = name.split(".")
-        if len(parts) == 2:
-            plain[version] = item.read_text()
-        elif parts[-2] == dialect:
-            special[version] = item.read_text()
-    return sorted({**plain, **special}.items())
+    found = [
+        (int(item.name.split("_", 1)[0]), item.read_text())
+        for item in folder.iterdir()
+        if item.name.endswith(".sql")
+    ]
+    return sorted(found)
 
 
 def has_query(name: str) -> bool:

@@ -1,4 +1,5 @@
--- wfkit schema v1. Times are UTC (TIMESTAMP without zone); JSON columns hold JSON text.
+-- wfkit schema v1, in SQL that DuckDB and PostgreSQL both read. Times are UTC (TIMESTAMP
+-- without zone); JSON columns hold JSON text.
 
 CREATE TABLE wf_definitions (
     workflow_id   VARCHAR   NOT NULL,
@@ -48,7 +49,7 @@ CREATE TABLE wf_events (
 
 CREATE VIEW wf_outputs AS
 SELECT run_id, node_id, token, attempt,
-       CAST(json_extract(detail, '$.loop_index') AS INTEGER) AS loop_index,
+       CAST(CAST(detail AS JSON) ->> 'loop_index' AS INTEGER) AS loop_index,
        occurred_at, output
 FROM wf_events
 WHERE kind = 'step.completed' AND output IS NOT NULL;
