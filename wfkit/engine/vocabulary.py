@@ -1,0 +1,111 @@
+"""One vocabulary for the engine, the HTTP API and the widgets: token states, event kinds and
+node statuses.
+
+The values are the compact strings stored on disk (``wf_events.kind``, the cursor JSON), so
+``StrEnum`` members compare equal to them: code reads ``token.state is TokenState.READY`` or
+``event.kind == EventKind.STEP_COMPLETED`` and never spells the string out. docs/semantics.md
+says what each one means.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["IN_FLIGHT", "EventKind", "NodeStatus", "SagaEntryState", "TokenState"]
+
+
+class TokenState(StrEnum):
+    """Where a token stands at its node."""
+
+    NEW = "new"  # arrived; its node's handler has not placed it yet
+    READY = "ready"  # its step may run: queued, or an attempt is in flight
+    RETRY = "retry"  # waits on a retry timer before its next attempt
+    TIMER = "timer"  # waits on a delay's timer
+    WAIT = "wait"  # parked on a bookmark (signal or approval), maybe with a deadline timer
+    MOVING = "moving"  # left a wait and is being routed on within this checkpoint
+    SUSPENDED = "suspended"  # parked for an operator (on_failure="suspend" or a compensation)
+    UNWINDING = "unwinding"  # failed for good; waits while its saga is unwound
+    CANCELLING = "cancelling"  # removed while its attempt was in flight; waits for its outcome
+    FAILED = "failed"  # a synthetic token standing for a failed join while it is routed
+
+
+#: token states whose step has an attempt queued or running (or one still to be accounted for)
+IN_FLIGHT = frozenset({TokenState.READY, TokenState.CANCELLING})
+
+
+class SagaEntryState(StrEnum):
+    """Where a compensable step stands on its saga's stack."""
+
+    DONE = "done"  # completed; would be undone by an unwind
+    COMPENSATING = "compensating"  # its compensation is under way
+    COMPENSATED = "compensated"  # its compensation completed
+    SKIPPED = "skipped"  # an operator decided not to undo it (a decision, not a fact)
+    ABANDONED = "abandoned"  # an operator gave up on its compensation
+    COMMITTED = "committed"  # its outermost saga ended: it stands
+    KEPT = "kept"  # its nested saga (policy="keep") ended: an outer unwind leaves it
+    FAILED = "failed"  # the run failed while its compensation was under way
+    CANCELLED = "cancelled"  # the run was cancelled while its compensation was under way
+
+
+class EventKind(StrEnum):
+    """What a row of ``wf_events`` records."""
+
+    CHECKPOINT = "checkpoint"  # state changed with no other event to carry it
+    RUN_STARTED = "run.started"
+    RUN_COMPLETED = "run.completed"
+    RUN_FAILED = "run.failed"
+    RUN_CANCELLED = "run.cancelled"
+    RUN_SUSPENDED = "run.suspended"
+    RUN_RESUMED = "run.resumed"
+    RUN_RESTARTED = "run.restarted"
+    RUN_DRAINING = "run.draining"  # the run will end once its attempts in flight have ended
+    STEP_COMPLETED = "step.completed"
+    STEP_FAILED = "step.failed"
+    STEP_RETRYING = "step.retrying"
+    STEP_ROUTED = "step.routed"  # a failure left through the node's `failed` outlet
+    STEP_CRASHED = "step.crashed"  # the engine process died during the attempt
+    STEP_CANCELLED = "step.cancelled"  # an attempt stopped because its token was removed
+    STEP_ABANDONED = "step.abandoned"  # an attempt did not stop in time; its outcome is unknown
+    PATH_ENDED = "path.ended"  # a token left through an outlet with no edge and its path ended
+    DECISION_TAKEN = "decision.taken"
+    PARALLEL_FORKED = "parallel.forked"
+    FOR_EACH_STARTED = "for_each.started"
+    JOIN_COMPLETED = "join.completed"
+    JOIN_PARTIAL = "join.partial"
+    BRANCH_FAILED = "branch.failed"
+    DELAY_STARTED = "delay.started"
+    TIMER_FIRED = "timer.fired"
+    SIGNAL_WAITING = "signal.waiting"
+    SIGNAL_RECEIVED = "signal.received"
+    SIGNAL_ELAPSED = "signal.elapsed"
+    SIGNAL_REFUSED = "signal.refused"
+    APPROVAL_WAITING = "approval.waiting"
+    APPROVAL_APPROVED = "approval.approved"
+    APPROVAL_REJECTED = "approval.rejected"
+    APPROVAL_EXPIRED = "approval.expired"
+    MERGE_CONFLICT = "merge.conflict"
+    SAGA_UNWINDING = "saga.unwinding"
+    SAGA_COMPENSATED = "saga.compensated"
+    SAGA_COMMITTED = "saga.committed"
+    COMPENSATION_COMPLETED = "compensation.completed"
+    COMPENSATION_FAILED = "compensation.failed"
+    COMPENSATION_RETRYING = "compensation.retrying"
+    COMPENSATION_RETRIED = "compensation.retried"
+    COMPENSATION_SKIPPED = "compensation.skipped"
+    COMPENSATION_ABANDONED = "compensation.abandoned"
+
+
+class NodeStatus(StrEnum):
+    """What a run's picture shows on a node (computed by the engine, drawn by API and widgets)."""
+
+    SUCCEEDED = "succeeded"  # its step (or its last visit) completed
+    FAILED = "failed"  # its step failed for good, or a join was partial
+    RUNNING = "running"  # an attempt is queued or running
+    WAITING = "waiting"  # parked on a signal, approval or timer
+    RETRYING = "retrying"  # waits before its next attempt
+    BLOCKED = "blocked"  # ready, but no process that advances the run has its activity
+    CANCELLING = "cancelling"  # its attempt was asked to stop; the run ends once it has
+    COMPENSATING = "compensating"  # its compensation is under way
+    COMPENSATED = "compensated"  # its compensation completed
+    SKIPPED = "skipped"  # an operator skipped its compensation
+    SUSPENDED = "suspended"  # parked for an operator
