@@ -13,7 +13,6 @@ or drive it from a notebook.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -127,8 +126,7 @@ def _print(line: str) -> None:
 
 def _owner(engine: Engine) -> str:
     """The engine's lease owner id (``host:pid:nonce``)."""
-    leases = getattr(engine._writer, "leases", None)  # set on shared stores only
-    return str(leases.owner) if leases is not None else f"pid {os.getpid()}"
+    return engine._writer.owner.name
 
 
 @contextmanager

@@ -257,6 +257,12 @@ class Checkpoint:
                 run.set_status(RunStatus.WAITING.value)
 
     @property
+    def woke(self) -> bool:
+        """True when the checkpoint woke its run: from waiting or suspended to running."""
+        asleep = self.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
+        return asleep and self.run.status == RunStatus.RUNNING.value
+
+    @property
     def status_changed(self) -> bool:
         """True when the run's status differs from the one it had before this checkpoint."""
         return self.run.status != self.start_status

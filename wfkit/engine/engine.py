@@ -22,8 +22,8 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.handles import Run, check_known, explain
-from wfkit.engine.leases import Leases
 from wfkit.engine.operations import Operations
+from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
@@ -80,9 +80,12 @@ class Engine(Operations):
         self.registry = registry if registry is not None else default_registry
         self.max_payload = max_payload
         self._store = open_store(self.target)
-        self._writer = Writer(self._store, self.clock.now)
-        if self._store.shared:  # many engine processes may advance this database's runs
-            self._writer.leases = Leases(self._store, self.clock.now, parse_duration(lease))
+        owner: Ownership = (
+            LeasedOwnership(self._store, self.clock.now, parse_duration(lease))
+            if self._store.shared  # many engine processes may advance this database's runs
+            else SoleOwnership(self._store)
+        )
+        self._writer = Writer(self._store, self.clock.now, owner)
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._writer.binder = self.registry.get
         self._latest: dict[str, dict[int, CompiledFlow]] = {}

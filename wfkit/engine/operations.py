@@ -265,8 +265,7 @@ class Operations:
         finally:
             if not had and writer.commits == commits and writer.runs.get(run_id) is run:
                 writer.runs.pop(run_id, None)
-                if writer.leases is not None:
-                    writer.leases.release([run_id])
+                writer.owner.release([run_id])
 
     def resume(self, run_id: str, *, actor: str | None = None) -> None:
         """Continue a suspended run: its parked step gets a fresh set of attempts."""

@@ -151,31 +151,22 @@ class Scheduler:
             for command in commands:
                 command(writer)
             released = self._commit_with_retry()
-            if writer.leases is not None:
-                claimed = self._shared_round()
+            claimed = self._claim_round()
         self.release(released)
         for run, token_id in claimed:
             self._enqueue(run, token_id)
         self.claimed = len(claimed)
 
     def _due_timers(self) -> list[tuple[datetime, str, str, str]]:
-        now = self.clock.now()
-        if self.writer.leases is None:
-            return self.writer.timers.pop_due(now)
-        # a shared store: timers may belong to runs any engine created
-        rows = self.writer.store.query("due_timers", [now, self.batch_size])
-        return [(row[4], row[0], row[1], row[3]) for row in rows]
+        return self.writer.owner.due_timers(self.clock.now(), self.batch_size)
 
-    def _shared_round(self) -> list[tuple[RunState, str]]:
-        """Renew this engine's leases when due, then claim runs that nobody advances."""
-        leases = self.writer.leases
-        assert leases is not None
-        if leases.renewal_due():
-            for run_id in leases.renew(list(self.writer.runs)):
-                self.writer.runs.pop(run_id, None)  # another engine holds it now
+    def _claim_round(self) -> list[tuple[RunState, str]]:
+        """Renew what this engine holds (when due), then take runs that nobody advances."""
+        for run_id in self.writer.owner.renew(list(self.writer.runs)):
+            self.writer.runs.pop(run_id, None)  # another engine holds it now
         # claim in modest chunks so that several engines share a burst of new runs
         room = min(max(self.batch_size - len(self.inflight), 0), self.claim_chunk)
-        return self.writer.claim_waiting_work(room) if room else []
+        return self.writer.claim_waiting_work(room)
 
     def _commit_with_retry(self) -> Released:
         delay = 0.05
@@ -212,14 +203,13 @@ class Scheduler:
             return
         deadline = time.monotonic() + timeout if timeout else None
         self.retry_blocked()
-        shared = self.writer.leases is not None
         while True:
-            if shared:
-                self.process([])  # claim free runs, fire due timers
+            if not self.ready:
+                self.process([])  # fire due timers; take runs nobody advances (shared stores)
             jobs = [self.ready.popleft() for _ in range(min(self.batch_size, len(self.ready)))]
             now = self.clock.now()
             due = self._next_due()
-            if shared and not jobs and self.claimed:
+            if not jobs and self.claimed:
                 continue
             if not jobs and (due is None or due > now):
                 if deadline is None or due is None or self.clock.manual:
@@ -262,9 +252,7 @@ class Scheduler:
             self._jobs.put(self.ready.popleft())
         for thread in self._threads:
             thread.start()
-        listen = getattr(self.writer.store, "listen", None)
-        if self.writer.leases is not None and listen is not None:
-            self._unlisten = listen("wfkit_work", self.wake)  # new runs, new timers elsewhere
+        self._unlisten = self.writer.owner.listen(self.wake)  # work made by other engines
         self.wake()  # a first round at once: claim what is already waiting
         self.retry_blocked()
 
@@ -295,14 +283,14 @@ class Scheduler:
         self.release_all()
 
     def release_all(self) -> None:
-        """Shared store: give back every run held here, so other engines take them at once."""
-        leases = self.writer.leases
-        if leases is None:
-            return
+        """Give back every run held here, so other engines take them at once (shared stores)."""
+        owner = self.writer.owner
+        if not owner.hands_back_woken():
+            return  # the only engine of its database keeps its runs until it closes
         with self.writer.lock:
             held = list(self.writer.runs)
             self.writer.flush_summaries()
-            leases.release(held)
+            owner.release(held)
             self.writer.runs.clear()
             self.ready.clear()
             self.inflight.clear()
@@ -366,25 +354,22 @@ class Scheduler:
                 return
 
     def _next_due(self) -> datetime | None:
-        if self.writer.leases is None:
-            return self.writer.timers.next_due()
-        row = self.writer.store.query("next_timer")
-        return row[0][0] if row and row[0][0] is not None else None
+        return self.writer.owner.next_due()
 
     def _sleep_for(self) -> float | None:
+        """How long the writer thread may sleep: until the next timer (a manual clock wakes
+        it when moved) or the ownership's own beat, whichever comes first."""
         due = self._next_due()
-        leases = self.writer.leases
-        if leases is not None:  # also wake to renew leases and to take runs whose owner died
-            limit = leases.lease.total_seconds() / 3
-            if due is None or self.clock.manual:
-                return limit
-            return min(max((due - self.clock.now()).total_seconds(), 0.0), limit)
-        if due is None:
-            return None
-        now = self.clock.now()
-        if due <= now:
-            return 0.0
-        return None if self.clock.manual else (due - now).total_seconds()
+        beat = self.writer.owner.wake_every()
+        until_due: float | None = None
+        if due is not None:
+            now = self.clock.now()
+            if due <= now:
+                return 0.0
+            until_due = None if self.clock.manual else (due - now).total_seconds()
+        if until_due is None or beat is None:
+            return until_due if beat is None else beat
+        return min(until_due, beat)
 
     def idle(self) -> bool:
         """True when nothing is queued, in flight or due."""

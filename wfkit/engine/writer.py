@@ -22,11 +22,11 @@ from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.flows import CompiledFlow
-from wfkit.engine.leases import Leases, RunBusy
+from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes import NodeHandler, load_all
+from wfkit.engine.ownership import Ownership, SoleOwnership
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.timers import TimerHeap
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
 
@@ -50,14 +50,17 @@ class Released:
 class Writer:
     """Owns the runs in memory, the timer heap and every write to the store."""
 
-    def __init__(self, store: Store, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, store: Store, now: Callable[[], datetime], owner: Ownership | None = None
+    ) -> None:
         self.store = store
         self.now = now
+        # how this engine owns runs: alone on its database, or leased on a shared one
+        self.owner: Ownership = owner if owner is not None else SoleOwnership(store)
         self.lock = threading.RLock()
         self.handlers: dict[str, NodeHandler] = load_all()
         self.runs: dict[str, RunState] = {}
         self.flows: dict[tuple[str, int, str], CompiledFlow] = {}
-        self.timers = TimerHeap()
         self.dirty: set[str] = set()
         self._batch: dict[str, Checkpoint] = {}
         self._new_runs: dict[str, tuple[str, str | None, datetime, str | None]] = {}
@@ -72,8 +75,6 @@ class Writer:
         self._taken: list[str] = []
         self.reload_flows: Callable[[], None] | None = None
         self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
-        # where many engine processes share the store, this one owns the runs it holds in memory
-        self.leases: Leases | None = None
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class Writer:
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        if self.leases is not None and not self.leases.claim(run_id):
+        if not self.owner.claim(run_id):
             if not self.store.query("run_row", [run_id]):
                 return None
             raise RunBusy(run_id)
@@ -135,10 +136,8 @@ class Writer:
     def claim_waiting_work(self, limit: int) -> list[tuple[RunState, str]]:
         """Shared store: take runs nobody advances (new ones, or their owner died); return
         their steps to dispatch."""
-        if self.leases is None:
-            return []
         ready: list[tuple[RunState, str]] = []
-        for run_id in self.leases.claim_many(limit):
+        for run_id in self.owner.claim_free(limit):
             if run_id in self.runs:
                 continue
             run = self.get_run(run_id)
@@ -150,10 +149,8 @@ class Writer:
 
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
-        if self.leases is not None:
+        if not self.owner.startup_runs():
             return []  # on a shared store runs are claimed as they become free
-        for row in self.store.query("timers"):
-            self.timers.push(row[4], row[0], row[1], row[3])
         live: dict[str, RunState] = {}
         for run_id, wid, version, digest, status, input_json, state, seq in self.store.query(
             "live_runs"
@@ -199,8 +196,8 @@ class Writer:
     def _take_posted(self, name: str, key: str | None) -> tuple[dict[str, Any], str | None] | None:
         """The oldest unexpired signal posted for (name, key) and its sender, taken in this
         checkpoint."""
-        if self.leases is None and (name, key) not in self.posted:
-            return None  # on a shared store another engine may have kept one: always look
+        if not self.owner.may_have_posted(name, key, self.posted):
+            return None
         for signal_id, payload, actor, _expires in self.store.query(
             "first_posted_signal", [name, key, self.now()]
         ):
@@ -361,30 +358,8 @@ class Writer:
     def _lease_guard(
         self, batch: Iterable[Checkpoint], new_runs: dict[str, Any]
     ) -> list[Statement]:
-        """Shared store: renew the leases of the runs written, and fail if one changed hands;
-        release the runs that leave memory; wake the other engines when there is new work.
-
-        A run that a signal, approval, timer or ``resume`` wakes from waiting or suspended is
-        handed back like a new run: its summary row says ``running`` at once (engines claim by
-        that status; waiting for ``flush_summaries`` could strand it) and it is released, so
-        whichever engine runs workers claims it — not the process that happened to send the
-        signal (it may run none, and keep the run until its lease ran out)."""
-        if self.leases is None:
-            return []
-        mine = [cp.run.run_id for cp in batch if cp.run.run_id not in new_runs]
-        resumed = [cp for cp in batch if cp.run.run_id not in new_runs and _resumed(cp)]
-        leaving = [
-            cp.run.run_id
-            for cp in batch
-            if cp.run.run_id not in new_runs
-            and (_resumed(cp) or not any(t["st"] == "ready" for t in cp.run.tokens.values()))
-        ]
-        wake = bool(new_runs) or bool(resumed) or any(cp.timers_add for cp in batch)
-        statements = self.leases.guard(mine, leaving, wake)
-        if resumed:
-            summaries = [self._summary(cp.run, cp.now) for cp in resumed]
-            statements.append(Statement("update_instance", summaries))
-        return statements
+        """What the ownership puts first in the transaction (see ``Ownership.guard``)."""
+        return self.owner.guard(list(batch), new_runs, self._summary)
 
     def _summary(self, run: RunState, now: datetime) -> tuple[Any, ...]:
         ended = now if RunStatus(run.status).terminal else None
@@ -408,14 +383,13 @@ class Writer:
             self._taken = []
             self.posted = {(n, k) for n, k in self.store.query("posted_keys")}
         released.timers = bool(self._pending_timers)
-        for row in self._pending_timers:
-            self.timers.push(row[4], row[0], row[1], row[3])
+        self.owner.add_timers((r[4], r[0], r[1], r[3]) for r in self._pending_timers)
         self._pending_timers = []
         for cp in batch:
             run = cp.run
             released.changed.add(run.run_id)
             released.cancel += [(run.run_id, t) for t in cp.cancel]
-            if self.leases is not None and (run.run_id in new_runs or _resumed(cp)):
+            if self.owner.hands_back_woken() and (run.run_id in new_runs or cp.woke):
                 # a new or resumed run on a shared store: whichever engine claims it runs it
                 self.runs.pop(run.run_id, None)
                 self.dirty.discard(run.run_id)
@@ -461,9 +435,3 @@ class Writer:
                 ]
             )
             self._jobs_rows |= {row[0] for row in jobs.rows}
-
-
-def _resumed(cp: Checkpoint) -> bool:
-    """True when the checkpoint woke its run: from waiting or suspended to running."""
-    woke = cp.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
-    return woke and cp.run.status == RunStatus.RUNNING.value
