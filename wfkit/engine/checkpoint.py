@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.definition.policy import OnFailure
+from wfkit.engine.outlets import Unconnected, unconnected
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import EventKind
 
 if TYPE_CHECKING:
     from wfkit.engine.nodes import NodeHandler
@@ -127,14 +129,29 @@ class Checkpoint:
         self.set_token(token_id, **changes)
         self.dispatch.append(token_id)
 
-    def leave(self, token_id: str, node_id: str, outlet: str) -> None:
-        """The token leaves ``node_id`` through ``outlet``: on to the target, or its path ends."""
+    def leave(self, token_id: str, node_id: str, outlet: str, *, error: str | None = None) -> None:
+        """The token leaves ``node_id`` through ``outlet``: on to its target, or where the outlet
+        has no edge, what :func:`~wfkit.engine.outlets.unconnected` says (``error`` is the step's
+        failure when that is to fail it)."""
         token = self.run.tokens[token_id]
         target = self.flow.target(node_id, outlet)
-        if target is None:
-            self.end_path(token_id)
+        if target is not None:
+            self.arrive(token_id, token, target)
             return
-        self.arrive(token_id, token, target)
+        rule = unconnected(self.flow.nodes[node_id].kind, outlet)
+        if rule is Unconnected.NEXT:
+            self.leave(token_id, node_id, "next")
+        elif rule is Unconnected.FAIL:
+            self.fail_step(
+                token_id,
+                error
+                or f"{node_id!r} left through its {outlet!r} outlet, which leads nowhere; "
+                f"connect it to the step that handles this",
+            )
+        else:
+            if rule is Unconnected.END_RECORDED:
+                self.event(EventKind.PATH_ENDED, node_id, token_id, detail={"outlet": outlet})
+            self.end_path(token_id)
 
     def end_path(self, token_id: str) -> None:
         """The token's path ends here (sagas it was in are committed)."""
