@@ -7,7 +7,9 @@ from typing import Any
 from wfkit.definition.durations import format_duration
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.action import record_output
 from wfkit.engine.nodes.wait import park, unpark
 from wfkit.engine.vocabulary import EventKind
 
@@ -52,7 +54,7 @@ class Approval(NodeHandler):
             "comment": comment,
             "at": cp.now.isoformat(),
         }
-        cp.run.put("outputs", node_id, decision)
+        record_output(cp, node_id, loop_path(cp.flow, cp.run.tokens[token_id]["fr"]), decision)
         if approved:
             cp.event(EventKind.APPROVAL_APPROVED, node_id, token_id, output=decision)
             cp.leave(token_id, node_id, "approved")
