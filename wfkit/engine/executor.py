@@ -43,6 +43,11 @@ class Job:
     cancel: CancelFlag = field(default_factory=CancelFlag)
     heartbeat: Callable[[], None] | None = None
 
+    @property
+    def loop_index(self) -> int | None:
+        """The innermost for_each index (None outside any)."""
+        return self.loop_path[-1] if self.loop_path else None
+
 
 @dataclass
 class AttemptResult:
@@ -138,7 +143,7 @@ def run_attempt(
         version=job.version,
         attempt=job.attempt,
         outputs=_Outputs(job),
-        loop_index=job.loop_path[-1] if job.loop_path else None,
+        loop_index=job.loop_index,
         loop_path=job.loop_path,
         item=json.loads(job.item_json) if job.item_json is not None else None,
         idempotency_key=f"{job.run_id}:{job.token_id}:{job.node_id}",
