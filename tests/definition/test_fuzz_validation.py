@@ -193,7 +193,8 @@ def _check_problems(G: nx.MultiDiGraph, problems: list[wf.Problem]) -> None:
         if p.edge is not None:
             assert p.edge in edges, p
             assert p.node == p.edge[0], p
-        assert (p.severity is wf.Severity.WARNING) == (p.code == "unreachable"), p
+        warnings = ("unreachable", "open-decision-branch")
+        assert (p.severity is wf.Severity.WARNING) == (p.code in warnings), p
 
 
 @FUZZ
@@ -365,10 +366,13 @@ def build(steps: list[Step], end: bool) -> wf.Workflow:
 @given(sequences(depth=2), st.booleans())
 def test_every_flow_the_builder_makes_is_valid(steps: list[Step], end: bool) -> None:
     flow = build(steps, end)
-    assert flow.validate(registry=REGISTRY) == []
+    # the only thing to say about a built flow: an if_ whose open branch is where the run ends
+    problems = flow.validate(registry=REGISTRY)
+    assert [p for p in problems if p.code != "open-decision-branch"] == []
+    assert all(p.severity is wf.Severity.WARNING for p in problems)
     again = build(steps, end)
     assert list(again.graph.nodes) == list(flow.graph.nodes)
     assert again.content_hash == flow.content_hash
     back = wf.Workflow.from_json(flow.to_json())
     assert back.to_json() == flow.to_json()
-    assert back.validate(registry=REGISTRY) == []
+    assert back.validate(registry=REGISTRY) == problems

@@ -69,7 +69,12 @@ class ActivityContext(Generic[D]):
 
     ``data`` is the run's data document (a model instance when the workflow declares one); change
     it and the change is checkpointed as a patch. ``outputs`` holds the recorded outputs of nodes
-    that already ran. ``idempotency_key`` is the same for every attempt of the same step.
+    that already ran (inside for_each loops, by cell: ``"2"``, or ``"2.0"`` nested). Inside a
+    for_each, ``item`` is the innermost loop's item, ``loop_index`` its index and ``loop_path``
+    the index of every enclosing for_each, outermost first (``()`` outside any). Everything but
+    ``data`` is this attempt's own copy: changing it changes nothing in the run; the return value
+    and ``data`` are the only ways an activity changes its run. ``idempotency_key`` is the same
+    for every attempt of the same step.
     """
 
     data: D
@@ -81,6 +86,7 @@ class ActivityContext(Generic[D]):
     outputs: Mapping[str, Any] = field(default_factory=dict)
     loop_index: int | None = None
     item: Any = None
+    loop_path: tuple[int, ...] = ()
     idempotency_key: str = ""
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _LOGGER
     cancel_event: CancelFlag = field(default_factory=CancelFlag, repr=False)

@@ -295,7 +295,8 @@ class Steps:
         ``bind`` maps payload fields to data fields (or names a registered binder, called as
         ``binder(data, payload)`` to change the data dict). ``payload`` is the pydantic model a
         payload must fit (a bad payload is refused and the wait stays). With ``timeout``, the
-        wait leaves through ``elapsed`` into ``on_timeout`` (or ends there).
+        wait leaves through ``elapsed`` into ``on_timeout``; without ``on_timeout`` it goes on
+        to the next step as if the signal came, its payload unbound.
         """
         self._require_cursor("wait_for_signal")
         node_id = id or name
@@ -324,7 +325,12 @@ class Steps:
         on_reject: Branch | None = None,
         on_expire: Branch | None = None,
     ) -> Self:
-        """Park for a person to approve (continue) or reject; ``name`` is the node id."""
+        """Park for a person to approve (continue) or reject; ``name`` is the node id.
+
+        A rejection goes into ``on_reject`` and an expiry (after ``timeout``) into ``on_expire``;
+        where one is not given, it fails the step and the failure rules apply (a saga unwinds,
+        the run fails).
+        """
         self._require_cursor("approval")
         self._add(
             name,

@@ -227,6 +227,24 @@ def _rule_outlets(ctx: _Context) -> Iterator[Problem]:
                     )
 
 
+def _rule_open_decisions(ctx: _Context) -> Iterator[Problem]:
+    """A decision branch with no edge ends the run's path there: allowed, but said out loud."""
+    for n, node in ctx.nodes.items():
+        if node.kind != NodeKind.DECISION:
+            continue
+        used = {k for _, _, k in ctx.G.out_edges(n, keys=True)}
+        for outlet in node.outlets:
+            if outlet not in used:
+                yield Problem(
+                    code="open-decision-branch",
+                    node=n,
+                    severity=Severity.WARNING,
+                    message=f"branch {outlet!r} of decision {n!r} has no edge: a run that takes "
+                    "it ends this path there (recorded as path.ended); connect it to the step "
+                    "that should follow, or to an end node to end the path on purpose",
+                )
+
+
 def _rule_joins(ctx: _Context) -> Iterator[Problem]:
     joins: dict[str, list[str]] = {}
     for n, node in ctx.nodes.items():
@@ -412,6 +430,7 @@ _RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
     _rule_nodes,
     _rule_start,
     _rule_outlets,
+    _rule_open_decisions,
     _rule_joins,
     _rule_cycles,
     _rule_activities,

@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.definition.policy import OnFailure
+from wfkit.engine.loops import loop_path
+from wfkit.engine.outlets import Unconnected, unconnected
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import EventKind
 
 if TYPE_CHECKING:
     from wfkit.engine.nodes import NodeHandler
@@ -81,10 +84,13 @@ class Checkpoint:
         """The run's compiled workflow."""
         return self.run.flow
 
-    def spawn(self, node_id: str, frames: list[list[Any]], loop_index: int | None = None) -> None:
-        """A new token arrives at ``node_id``."""
+    def spawn(self, node_id: str, frames: list[list[Any]], origin: str | None = None) -> None:
+        """A new token arrives at ``node_id`` inside ``frames`` (``li``: innermost loop index),
+        coming from ``origin`` (a join: sagas the move leaves are committed) or from nowhere."""
         token_id = self.run.next_id()
-        token: Token = {"node": node_id, "st": "new", "att": 1, "fr": frames, "li": loop_index}
+        path = loop_path(self.flow, frames)
+        li = path[-1] if path else None
+        token: Token = {"node": origin or node_id, "st": "new", "att": 1, "fr": frames, "li": li}
         self.arrive(token_id, token, node_id)
 
     def arrive(self, token_id: str, token: Token, node_id: str) -> None:
@@ -93,7 +99,7 @@ class Checkpoint:
         if self.flow.sagas and token["node"] != node_id:
             from wfkit.engine import sagas
 
-            sagas.on_move(self, token["node"], node_id)
+            sagas.on_move(self, token["node"], node_id, token["fr"])
         token = {**token, "node": node_id, "st": "new", "att": 1}
         scope = f"{node_id}|{token['fr'][-1][1]}:{token['fr'][-1][2]}" if token["fr"] else node_id
         visits = self.run.visits.get(scope, 0) + 1
@@ -127,23 +133,40 @@ class Checkpoint:
         self.set_token(token_id, **changes)
         self.dispatch.append(token_id)
 
-    def leave(self, token_id: str, node_id: str, outlet: str) -> None:
-        """The token leaves ``node_id`` through ``outlet``: on to the target, or its path ends."""
+    def leave(self, token_id: str, node_id: str, outlet: str, *, error: str | None = None) -> None:
+        """The token leaves ``node_id`` through ``outlet``: on to its target, or where the outlet
+        has no edge, what :func:`~wfkit.engine.outlets.unconnected` says (``error`` is the step's
+        failure when that is to fail it)."""
         token = self.run.tokens[token_id]
         target = self.flow.target(node_id, outlet)
-        if target is None:
-            self.end_path(token_id)
+        if target is not None:
+            self.arrive(token_id, token, target)
             return
-        self.arrive(token_id, token, target)
+        rule = unconnected(self.flow.nodes[node_id].kind, outlet)
+        if rule is Unconnected.NEXT:
+            self.leave(token_id, node_id, "next")
+        elif rule is Unconnected.FAIL:
+            self.fail_step(
+                token_id,
+                error
+                or f"{node_id!r} left through its {outlet!r} outlet, which leads nowhere; "
+                f"connect it to the step that handles this",
+            )
+        else:
+            if rule is Unconnected.END_RECORDED:
+                self.event(EventKind.PATH_ENDED, node_id, token_id, detail={"outlet": outlet})
+            self.end_path(token_id)
 
-    def end_path(self, token_id: str) -> None:
-        """The token's path ends here (sagas it was in are committed)."""
+    def end_path(self, token_id: str, *, commit: bool = True) -> None:
+        """The token's path ends here (sagas it was in are committed). ``commit=False`` where
+        the run goes on inside them in other tokens (a fork's branches, a join's continuation)
+        or the path failed (a failed branch: an enclosing saga decides about its steps)."""
         token = self.run.tokens.get(token_id)
-        if token is not None and self.flow.sagas and token["st"] not in ("unwinding",):
+        if token is not None and commit and self.flow.sagas and token["st"] != "unwinding":
             from wfkit.engine import sagas
 
             if self.flow.nodes[token["node"]].saga and not token.get("comp"):
-                sagas.on_move(self, token["node"], None)
+                sagas.on_move(self, token["node"], None, token["fr"])
         self.run.drop("tokens", token_id)
 
     def remove(self, token_id: str) -> None:

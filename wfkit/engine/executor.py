@@ -7,7 +7,7 @@ import concurrent.futures
 import inspect
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,12 +35,18 @@ class Job:
     data_json: str
     data_version: int
     model: type[BaseModel] | None
-    outputs: dict[str, Any]
-    loop_index: int | None = None
-    item: Any = None
+    outputs_json: str  # the run's outputs; every attempt decodes its own copy
+    loop_path: tuple[int, ...] = ()
+    item_json: str | None = None  # the for_each item as JSON (its own copy per attempt)
+    own_output: tuple[Any, ...] = ()  # (output,) a compensation sees as outputs[node_id]
     timeout: float | None = None
     cancel: CancelFlag = field(default_factory=CancelFlag)
     heartbeat: Callable[[], None] | None = None
+
+    @property
+    def loop_index(self) -> int | None:
+        """The innermost for_each index (None outside any)."""
+        return self.loop_path[-1] if self.loop_path else None
 
 
 @dataclass
@@ -61,6 +67,37 @@ class AttemptResult:
     error: str | None = None
     fallback: bool = False
     cancelled: bool = False
+
+
+class _Outputs(Mapping[str, Any]):
+    """``ctx.outputs``: a read-only mapping over this attempt's own copy of the run's outputs,
+    decoded the first time the activity reads it."""
+
+    __slots__ = ("_job", "_value")
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+        self._value: dict[str, Any] | None = None
+
+    def _decoded(self) -> dict[str, Any]:
+        if self._value is None:
+            value = json.loads(self._job.outputs_json)
+            if self._job.own_output:
+                value[self._job.node_id] = self._job.own_output[0]
+            self._value = value
+        return self._value
+
+    def __getitem__(self, key: str) -> Any:
+        return self._decoded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
 
 
 def _call(job: Job, ctx: ActivityContext[Any]) -> Any:
@@ -105,9 +142,10 @@ def run_attempt(
         definition_id=job.definition_id,
         version=job.version,
         attempt=job.attempt,
-        outputs=job.outputs,
+        outputs=_Outputs(job),
         loop_index=job.loop_index,
-        item=job.item,
+        loop_path=job.loop_path,
+        item=json.loads(job.item_json) if job.item_json is not None else None,
         idempotency_key=f"{job.run_id}:{job.token_id}:{job.node_id}",
         cancel_event=job.cancel,
         on_heartbeat=job.heartbeat,

@@ -16,6 +16,7 @@ from typing import Any
 from wfkit.definition.policy import Policy, SagaPolicy
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
+from wfkit.engine.loops import entry_path, loop_detail, loop_item, loop_path
 from wfkit.engine.merge import merge_result
 from wfkit.engine.records import RunStatus
 
@@ -24,21 +25,33 @@ __all__ = ["on_compensation_result", "on_move", "push", "recover", "unwind_for"]
 _DEFAULT = Policy()
 
 
-def push(cp: Checkpoint, token_id: str, node_id: str) -> None:
-    """A compensable step completed: remember how to undo it."""
+def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> None:
+    """A compensable step completed: remember how to undo it.
+
+    The entry keeps what its compensation must see of this visit (a loop may visit the step
+    many times): the output (``out``), and inside for_each loops the cell (``li``, ``lp``) and
+    the item."""
     node = cp.flow.nodes[node_id]
     if not node.compensation or not node.saga:
         return
     position = len(cp.run.saga) + 1
     entry_id = cp.run.next_id("s")
+    frames = cp.run.tokens[token_id]["fr"]
+    path = loop_path(cp.flow, frames)
     entry = {
         "saga": node.saga,
         "node": node_id,
         "comp": node.compensation,
         "pos": position,
         "st": "done",
-        "li": cp.run.tokens[token_id]["li"],
+        "li": path[-1] if path else None,
+        "out": output,
     }
+    if frames:
+        entry["fr"] = frames
+    if path:
+        entry["lp"] = list(path)
+        entry["item"] = loop_item(cp.flow, cp.run.frames, frames)
     cp.run.put("saga", entry_id, entry)
     cp.saga_rows.append(
         (
@@ -63,8 +76,20 @@ def _set_entry(cp: Checkpoint, entry_id: str, status: str) -> None:
     cp.saga_rows.append(("set", (status, cp.now, cp.run.run_id, entry["pos"])))
 
 
-def on_move(cp: Checkpoint, from_node: str, to_node: str | None) -> None:
-    """A token moved between nodes (or its path ended): sagas it left are committed."""
+def _in_cell(entry: dict[str, Any], frames: list[Any]) -> bool:
+    """True when the entry was made in the branch or loop cell ``frames`` (or deeper inside it).
+
+    A saga inside a for_each body or a parallel branch is one saga per cell: a cell that leaves
+    it commits, or a failure in it unwinds, only the steps done in that cell."""
+    made_in = entry.get("fr") or []
+    return bool(made_in[: len(frames)] == frames)
+
+
+def on_move(
+    cp: Checkpoint, from_node: str, to_node: str | None, frames: list[Any] | None = None
+) -> None:
+    """A token moved between nodes (or its path ended): sagas it left are committed (the steps
+    done in its branch or loop cell, ``frames``)."""
     flow = cp.flow
     if from_node not in flow.nodes:
         return
@@ -78,7 +103,11 @@ def on_move(cp: Checkpoint, from_node: str, to_node: str | None) -> None:
             continue
         if spec.parent is None or spec.policy == SagaPolicy.KEEP:
             for entry_id, entry in list(cp.run.saga.items()):
-                if entry["st"] == "done" and saga_id in flow.saga_chain(entry["saga"]):
+                if (
+                    entry["st"] == "done"
+                    and saga_id in flow.saga_chain(entry["saga"])
+                    and _in_cell(entry, frames or [])
+                ):
                     _set_entry(cp, entry_id, "kept" if spec.parent else "committed")
             cp.event("saga.committed", to_node or from_node, detail={"saga": saga_id})
 
@@ -105,7 +134,9 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
         (
             e
             for e in run.saga.items()
-            if e[1]["st"] == "done" and scope & set(flow.saga_chain(e[1]["saga"]))
+            if e[1]["st"] == "done"
+            and scope & set(flow.saga_chain(e[1]["saga"]))
+            and _in_cell(e[1], token["fr"])
         ),
         key=lambda item: -item[1]["pos"],
     )
@@ -186,7 +217,9 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
     run = cp.run
     token = run.tokens[token_id]
     node_id, entry_id, unwind_id = token["node"], token["entry"], token["comp"]
-    activity = run.saga[entry_id]["comp"]
+    entry = run.saga[entry_id]
+    activity = entry["comp"]
+    detail = {"activity": activity, **(loop_detail(entry_path(entry)) or {})}
     if result.ok:
         merge_result(cp, token_id, result)
         _set_entry(cp, entry_id, "compensated")
@@ -197,7 +230,7 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
             attempt=result.attempt,
             started_at=result.started_at,
             output=result.output,
-            detail={"activity": activity},
+            detail=detail,
         )
         run.drop("tokens", token_id)
         _advance(cp, unwind_id)
@@ -210,7 +243,7 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
         attempt=result.attempt,
         started_at=result.started_at,
         error=result.error,
-        detail={"activity": activity},
+        detail=detail,
     )
     if result.attempt < policy.max_attempts:
         cp.set_token(token_id, st="retry", att=result.attempt + 1)

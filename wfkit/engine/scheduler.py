@@ -21,6 +21,7 @@ from typing import Any
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
 from wfkit.engine.executor import AttemptResult, Job, run_attempt
+from wfkit.engine.loops import job_cell
 from wfkit.engine.state import RunState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
@@ -71,11 +72,7 @@ class Scheduler:
             policy = node.compensation_policy or policy.__class__()
         if name not in self.registry:
             return None
-        item = None
-        if token["li"] is not None and token["fr"]:
-            frame = run.frames.get(token["fr"][-1][1]) or {}
-            items = frame.get("items")
-            item = items[token["li"]] if items is not None else None
+        path, item, own = job_cell(run, token)
         timeout = policy.attempt_timeout
         key = (run.run_id, token_id)
         return Job(
@@ -90,10 +87,11 @@ class Scheduler:
             run.data_json(),
             run.data_version,
             run.flow.data_model,
-            dict(run.outputs),
-            token["li"],
-            item,
-            timeout.total_seconds() if timeout else None,
+            run.outputs_json(),
+            loop_path=path,
+            item_json=item,
+            own_output=own,
+            timeout=timeout.total_seconds() if timeout else None,
             heartbeat=lambda: self.heartbeats.__setitem__(key, self.clock.now()),
         )
 

@@ -41,6 +41,7 @@ class RunState:
     unwinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # unwinds in progress
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     _data_json: str | None = field(default=None, repr=False)
+    _outputs_json: str | None = field(default=None, repr=False)
     # changes since the last checkpoint
     _set: dict[str, Any] = field(default_factory=dict, repr=False)
     _del: set[str] = field(default_factory=set, repr=False)
@@ -54,6 +55,8 @@ class RunState:
         path = f"{kind}:{key}"
         self._set[path] = value
         self._del.discard(path)
+        if kind == "outputs":
+            self._outputs_json = None
 
     def drop(self, kind: str, key: str) -> None:
         """Remove an entry (recorded)."""
@@ -61,6 +64,8 @@ class RunState:
         path = f"{kind}:{key}"
         self._set.pop(path, None)
         self._del.add(path)
+        if kind == "outputs":
+            self._outputs_json = None
 
     def set_status(self, status: str, error: str | None = None) -> None:
         """Change the run's status (recorded)."""
@@ -93,6 +98,13 @@ class RunState:
         if self._data_json is None:
             self._data_json = json.dumps(self.data, separators=(",", ":"))
         return self._data_json
+
+    def outputs_json(self) -> str:
+        """The outputs as JSON text, cached until the next change: jobs hand activities a copy
+        decoded from it, so nothing an activity does to ``ctx.outputs`` reaches the run."""
+        if self._outputs_json is None:
+            self._outputs_json = json.dumps(self.outputs, separators=(",", ":"), default=str)
+        return self._outputs_json
 
     @property
     def dirty(self) -> bool:
@@ -156,4 +168,5 @@ class RunState:
             for path in changes["d"]:
                 kind, _, key = path.partition(":")
                 getattr(self, kind).pop(key, None)
+            self._outputs_json = None
         self.seq = max(self.seq, seq)

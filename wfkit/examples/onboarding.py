@@ -1,4 +1,8 @@
-"""Customer onboarding: create the account, wait for approval where needed, welcome."""
+"""Customer onboarding: create the account, wait for approval where needed, welcome.
+
+The wait gives up after three days: with no ``on_timeout=`` branch the run goes on to the
+welcome mail, ``is_approved`` left unset.
+"""
 
 from __future__ import annotations
 

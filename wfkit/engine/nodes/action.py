@@ -8,6 +8,7 @@ from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
+from wfkit.engine.loops import cell_key, loop_detail, loop_path
 from wfkit.engine.merge import merge_result
 from wfkit.engine.nodes import NodeHandler, handles
 
@@ -25,14 +26,15 @@ class Action(NodeHandler):
         self, cp: Checkpoint, token_id: str, node_id: str, node: Node, result: AttemptResult
     ) -> None:
         token = cp.run.tokens[token_id]
-        detail = {"loop_index": token["li"]} if token["li"] is not None else None
+        path = loop_path(cp.flow, token["fr"])
+        detail = loop_detail(path)
         if result.ok:
             merge_result(cp, token_id, result)
             if cp.strict_conflict:
                 error, cp.strict_conflict = cp.strict_conflict, None
                 cp.fail_run(error, node_id=node_id)
                 return
-            record_output(cp, node_id, token["li"], result.output)
+            record_output(cp, node_id, path, result.output)
             cp.event(
                 "step.completed",
                 node_id,
@@ -43,7 +45,7 @@ class Action(NodeHandler):
                 detail=detail,
             )
             if node.compensation:
-                sagas.push(cp, token_id, node_id)
+                sagas.push(cp, token_id, node_id, result.output)
             self.succeeded(cp, token_id, node_id, node, result)
             return
         retry = (
@@ -89,14 +91,14 @@ class Action(NodeHandler):
         cp.ready(token_id)
 
 
-def record_output(cp: Checkpoint, node_id: str, loop_index: int | None, output: Any) -> None:
-    """Keep a step's output: by node, and by item inside a for_each."""
+def record_output(cp: Checkpoint, node_id: str, path: tuple[int, ...], output: Any) -> None:
+    """Keep a step's output: by node, and inside for_each loops by cell (``"2"``, ``"2.0"``)."""
     if output is None:
         return
-    if loop_index is None:
+    if not path:
         cp.run.put("outputs", node_id, output)
         return
     current = cp.run.outputs.get(node_id)
-    items = dict(current) if isinstance(current, dict) else {}
-    items[str(loop_index)] = output
-    cp.run.put("outputs", node_id, items)
+    cells = dict(current) if isinstance(current, dict) else {}
+    cells[cell_key(path)] = output
+    cp.run.put("outputs", node_id, cells)

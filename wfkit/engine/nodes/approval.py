@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from wfkit.definition.durations import format_duration
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.action import record_output
 from wfkit.engine.nodes.wait import park, unpark
+from wfkit.engine.vocabulary import EventKind
 
 
 @handles(NodeKind.APPROVAL)
 class Approval(NodeHandler):
-    """Leaves through ``approved``, ``rejected`` or ``expired``."""
+    """Leaves through ``approved``, ``rejected`` or ``expired``; the last two, unconnected, fail
+    the step (engine/outlets.py)."""
 
     def enter(
         self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
@@ -33,8 +38,10 @@ class Approval(NodeHandler):
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
         cp.bookmarks_del.append(token_id)
         unpark(cp, token_id)
-        cp.event("approval.expired", node_id, token_id)
-        cp.leave(token_id, node_id, "expired")
+        cp.event(EventKind.APPROVAL_EXPIRED, node_id, token_id)
+        timeout = format_duration(node.config.timeout) if node.config.timeout else "its timeout"
+        error = f"approval {node_id!r} expired after {timeout} with no decision"
+        cp.leave(token_id, node_id, "expired", error=error)
 
     def decide(
         self, cp: Checkpoint, token_id: str, node_id: str, approved: bool, comment: str | None
@@ -47,7 +54,11 @@ class Approval(NodeHandler):
             "comment": comment,
             "at": cp.now.isoformat(),
         }
-        cp.run.put("outputs", node_id, decision)
-        kind = "approved" if approved else "rejected"
-        cp.event(f"approval.{kind}", node_id, token_id, output=decision)
-        cp.leave(token_id, node_id, kind)
+        record_output(cp, node_id, loop_path(cp.flow, cp.run.tokens[token_id]["fr"]), decision)
+        if approved:
+            cp.event(EventKind.APPROVAL_APPROVED, node_id, token_id, output=decision)
+            cp.leave(token_id, node_id, "approved")
+            return
+        cp.event(EventKind.APPROVAL_REJECTED, node_id, token_id, output=decision)
+        error = f"approval {node_id!r} was rejected by {cp.actor or 'an unnamed actor'}"
+        cp.leave(token_id, node_id, "rejected", error=f"{error}: {comment}" if comment else error)

@@ -8,19 +8,21 @@ from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
+from wfkit.engine.loops import loop_item, loop_path
 from wfkit.engine.nodes import handles
 from wfkit.engine.nodes.action import Action
 from wfkit.errors import ExpressionError
 
 
 def expression_scope(cp: Checkpoint, token: dict[str, Any]) -> dict[str, Any]:
-    """Names an expression may read besides the data fields: outputs, item, loop_index."""
+    """Names an expression may read besides the data fields: outputs, and inside for_each
+    loops the innermost loop's item and loop_index. (The expression language refuses method
+    calls and assignments, so an expression cannot change what it reads.)"""
     scope: dict[str, Any] = {"outputs": cp.run.outputs}
-    if token["fr"]:
-        frame = cp.run.frames.get(token["fr"][-1][1]) or {}
-        if "items" in frame and token["li"] is not None:
-            scope["item"] = frame["items"][token["li"]]
-            scope["loop_index"] = token["li"]
+    path = loop_path(cp.flow, token["fr"])
+    if path:
+        scope["item"] = loop_item(cp.flow, cp.run.frames, token["fr"])
+        scope["loop_index"] = path[-1]
     return scope
 
 

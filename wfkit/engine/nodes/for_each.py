@@ -24,7 +24,7 @@ def launch_items(cp: Checkpoint, frame_id: str) -> None:
             break
         index = frame["next"]
         frame = update_frame(cp, frame_id, next=index + 1)
-        cp.spawn(target, [*frame["fr"], [fork_id, frame_id, index]], index)
+        cp.spawn(target, [*frame["fr"], [fork_id, frame_id, index]])
         frame = cp.run.frames.get(frame_id) or {**frame, "closed": True}
 
 
@@ -50,7 +50,7 @@ class ForEach(NodeHandler):
             return
         limit = config.max_parallelism or max(len(items), 1)
         frame_id = open_frame(cp, node_id, token, len(items), items=items, next=0, limit=limit)
-        cp.end_path(token_id)
+        cp.end_path(token_id, commit=False)
         cp.event(
             "for_each.started", node_id, token_id, detail={"items": len(items), "limit": limit}
         )

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from wfkit.definition.kinds import JoinConfig, Node, NodeKind
+from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes import NodeHandler, handles
 
 __all__ = ["branch_failed", "open_frame"]
@@ -51,7 +53,7 @@ def branch_failed(cp: Checkpoint, token_id: str, error: str) -> None:
     """A branch failed for good: count it against its frame and see if the join can decide."""
     token = cp.run.tokens[token_id]
     frame_id, index = token["fr"][-1][1], token["fr"][-1][2]
-    cp.end_path(token_id)
+    cp.end_path(token_id, commit=False)
     frame = cp.run.frames.get(frame_id)
     if frame is None or frame["closed"]:
         return
@@ -96,10 +98,17 @@ def decide(cp: Checkpoint, frame_id: str) -> None:
         _continue(cp, join_id, frame, "partial")
         return
     token_id = cp.run.next_id()
+    path = loop_path(cp.flow, frame["fr"])
     cp.run.put(
         "tokens",
         token_id,
-        {"node": join_id, "st": "failed", "att": 1, "fr": frame["fr"], "li": _loop_index(frame)},
+        {
+            "node": join_id,
+            "st": "failed",
+            "att": 1,
+            "fr": frame["fr"],
+            "li": path[-1] if path else None,
+        },
     )
     errors = "; ".join(f"#{f['i']}: {f['error']}" for f in frame["failed"][:5])
     cp.fail(
@@ -110,15 +119,12 @@ def decide(cp: Checkpoint, frame_id: str) -> None:
     )
 
 
-def _loop_index(frame: dict[str, Any]) -> int | None:
-    parents = frame["fr"]
-    return parents[-1][2] if parents else None
-
-
 def _continue(cp: Checkpoint, join_id: str, frame: dict[str, Any], outlet: str) -> None:
     target = cp.flow.target(join_id, outlet)
     if target is not None:
-        cp.spawn(target, frame["fr"], _loop_index(frame))
+        cp.spawn(target, frame["fr"], origin=join_id)  # moving on may leave a saga: it commits
+    elif cp.flow.sagas:
+        sagas.on_move(cp, join_id, None, frame["fr"])  # the path ends at the join
 
 
 @handles(NodeKind.JOIN)
@@ -138,7 +144,7 @@ class Join(NodeHandler):
             )
             return
         frame_id = frames[-1][1]
-        cp.end_path(token_id)
+        cp.end_path(token_id, commit=False)
         frame = cp.run.frames.get(frame_id)
         if frame is None or frame["closed"]:
             return

@@ -19,7 +19,7 @@ class Parallel(NodeHandler):
     ) -> None:
         branches = list(node.config.branches)
         frame_id = open_frame(cp, node_id, token, expected=len(branches))
-        cp.end_path(token_id)
+        cp.end_path(token_id, commit=False)
         cp.event("parallel.forked", node_id, token_id, detail={"branches": branches})
         for index, branch in enumerate(branches):
             frame = cp.run.frames.get(frame_id)

@@ -12,7 +12,9 @@ from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.workflow import import_model
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.action import record_output
 from wfkit.engine.nodes.decision import expression_scope
 from wfkit.errors import DefinitionError, ExpressionError
 
@@ -125,7 +127,8 @@ class Wait(NodeHandler):
         unpark(cp, token_id)
         cp.run.apply_patch(ops)
         if payload:
-            cp.run.put("outputs", node_id, payload)
+            cell = loop_path(cp.flow, cp.run.tokens[token_id]["fr"])
+            record_output(cp, node_id, cell, payload)
         cp.event(
             "signal.received",
             node_id,

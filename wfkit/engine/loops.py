@@ -1,0 +1,85 @@
+"""Where a token stands inside (possibly nested) for_each loops: its index path and its item.
+
+A token's frames (``token["fr"]``) list every fork it is inside, outermost first, as
+``[fork_id, frame_id, index]``; the for_each ones make its *loop path*. The innermost index is
+``ctx.loop_index``, the whole path ``ctx.loop_path``, and a node's outputs inside loops are kept
+per cell under :func:`cell_key` of the path ("2" for one level, "2.0" nested).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from wfkit.definition.kinds import NodeKind
+from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.state import RunState
+
+__all__ = ["cell_key", "entry_path", "job_cell", "loop_detail", "loop_item", "loop_path"]
+
+
+def loop_path(flow: CompiledFlow, frames: Sequence[Sequence[Any]]) -> tuple[int, ...]:
+    """The for_each indexes of ``frames``, outermost first (``()`` outside any for_each)."""
+    return tuple(int(f[2]) for f in frames if flow.nodes[f[0]].kind == NodeKind.FOR_EACH)
+
+
+def loop_item(flow: CompiledFlow, open_frames: dict[str, Any], frames: Sequence[Any]) -> Any:
+    """The item of the innermost for_each among ``frames`` (None outside any, or once its
+    frame has closed)."""
+    for fork_id, frame_id, index in reversed(frames):
+        if flow.nodes[fork_id].kind == NodeKind.FOR_EACH:
+            items = (open_frames.get(frame_id) or {}).get("items")
+            return items[index] if items is not None and index < len(items) else None
+    return None
+
+
+def cell_key(path: Sequence[int]) -> str:
+    """The key of one loop cell in a node's outputs: the indexes joined by dots.
+
+    Examples
+    --------
+    >>> cell_key((3,)), cell_key((1, 0))
+    ('3', '1.0')
+    """
+    return ".".join(str(i) for i in path)
+
+
+def loop_detail(path: Sequence[int]) -> dict[str, Any] | None:
+    """Event detail naming the loop cell (None outside any for_each)."""
+    if not path:
+        return None
+    return {"loop_index": path[-1], "loop_path": list(path)}
+
+
+def job_cell(
+    run: RunState, token: dict[str, Any]
+) -> tuple[tuple[int, ...], str | None, tuple[Any, ...]]:
+    """For an attempt of ``token``: its loop path, its item as JSON, and (for a compensation)
+    the output of the visit it undoes, as ``(output,)``.
+
+    A compensation is run from its saga entry, which kept the loop cell, item and output of its
+    own visit (entries written before they kept them fall back to the run's outputs).
+    """
+    if "comp" in token:
+        entry = run.saga.get(token.get("entry") or "") or {}
+        path = entry_path(entry)
+        item = entry.get("item")
+        own = (entry["out"],) if "out" in entry else ()
+        return path, None if item is None else _dumps(item), own
+    path = loop_path(run.flow, token["fr"])
+    if not path:
+        return (), None, ()
+    item = loop_item(run.flow, run.frames, token["fr"])
+    return path, None if item is None else _dumps(item), ()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def entry_path(entry: dict[str, Any]) -> tuple[int, ...]:
+    """The loop cell of a saga entry's visit (entries from before ``lp`` keep only ``li``)."""
+    if "lp" in entry:
+        return tuple(entry["lp"])
+    return () if entry.get("li") is None else (int(entry["li"]),)
