@@ -159,3 +159,39 @@ def test_the_outlet_table_says_what_an_unconnected_outlet_means(
     from wfkit.engine.outlets import unconnected
 
     assert unconnected(kind, outlet) == rule
+
+
+def test_a_path_that_ends_inside_a_for_each_branch_completes_that_branch(engine, acts) -> None:
+    acts.noop("x", "after")
+    flow = (
+        wf.Workflow("skip-some", 1)
+        .start_with()
+        .for_each("items", lambda b: b.if_("item > 1", then=lambda t: t.then("x").end()))
+        .then("after")
+    )
+    engine.register(flow)
+    run = engine.start("skip-some", {"items": [1, 2, 3]})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.count("x") == 2
+    assert acts.count("after") == 1  # the join heard of every branch, ended or not
+    joins = events(run, "join.completed")
+    assert [e.detail["completed"] for e in joins] == [3]
+
+
+def test_a_path_that_ends_at_an_inner_join_completes_the_outer_branch(engine, acts) -> None:
+    acts.noop("inner", "after")
+    flow = (
+        wf.Workflow("nested-end", 1)
+        .start_with()
+        .parallel(
+            lambda b: b.for_each("items", lambda c: c.then("inner")).end(),
+            lambda b: b.then("inner"),
+        )
+        .then("after")
+    )
+    engine.register(flow)
+    run = engine.start("nested-end", {"items": [1, 2]})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.count("after") == 1

@@ -168,6 +168,11 @@ class Checkpoint:
             if self.flow.nodes[token["node"]].saga and not token.get("comp"):
                 sagas.on_move(self, token["node"], None, token["fr"])
         self.run.drop("tokens", token_id)
+        if token is not None and commit and token["fr"] and not token.get("comp"):
+            # a path that ends inside a branch completes that branch: its join must hear of it
+            from wfkit.engine.nodes.join import branch_completed
+
+            branch_completed(self, token["fr"][-1][1])
 
     def remove(self, token_id: str) -> None:
         """Take a token away with whatever it holds: timer, bookmark or attempt in flight."""

@@ -16,7 +16,7 @@ from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes import NodeHandler, handles
 
-__all__ = ["branch_failed", "open_frame"]
+__all__ = ["branch_completed", "branch_failed", "open_frame"]
 
 
 def open_frame(
@@ -123,8 +123,21 @@ def _continue(cp: Checkpoint, join_id: str, frame: dict[str, Any], outlet: str) 
     target = cp.flow.target(join_id, outlet)
     if target is not None:
         cp.spawn(target, frame["fr"], origin=join_id)  # moving on may leave a saga: it commits
-    elif cp.flow.sagas:
-        sagas.on_move(cp, join_id, None, frame["fr"])  # the path ends at the join
+    else:
+        if cp.flow.sagas:
+            sagas.on_move(cp, join_id, None, frame["fr"])  # the path ends at the join
+        if frame["fr"]:  # ... and, inside an enclosing branch, that branch is done
+            branch_completed(cp, frame["fr"][-1][1])
+
+
+def branch_completed(cp: Checkpoint, frame_id: str) -> None:
+    """A branch of ``frame_id`` completed: it reached the join, or its path ended inside the
+    branch (an end node, an outlet with no edge); see if the join can decide."""
+    frame = cp.run.frames.get(frame_id)
+    if frame is None or frame["closed"]:
+        return
+    update_frame(cp, frame_id, done=frame["done"] + 1)
+    _after_branch(cp, frame_id)
 
 
 @handles(NodeKind.JOIN)
@@ -143,10 +156,5 @@ class Join(NodeHandler):
                 bypass_failed_outlet=True,
             )
             return
-        frame_id = frames[-1][1]
         cp.end_path(token_id, commit=False)
-        frame = cp.run.frames.get(frame_id)
-        if frame is None or frame["closed"]:
-            return
-        update_frame(cp, frame_id, done=frame["done"] + 1)
-        _after_branch(cp, frame_id)
+        branch_completed(cp, frames[-1][1])
