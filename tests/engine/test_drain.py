@@ -70,11 +70,14 @@ def fail_after(gate: Gate) -> Callable[[wf.ActivityContext[Any]], None]:
     return bad
 
 
-def slow_and_bad() -> wf.Workflow:
+def slow_and_bad(*, bad_first: bool = False) -> wf.Workflow:
     def bad(b: wf.Steps) -> None:
         b.then("bad", max_attempts=1).on_failure("terminate")
 
-    return wf.Workflow("w").start_with().parallel(lambda b: b.then("slow"), bad)
+    def slow(b: wf.Steps) -> None:
+        b.then("slow")
+
+    return wf.Workflow("w").start_with().parallel(*((bad, slow) if bad_first else (slow, bad)))
 
 
 def test_a_failing_branch_fails_the_run_only_after_its_sibling_in_flight_ended(
@@ -118,12 +121,13 @@ def test_a_failing_branch_fails_the_run_only_after_its_sibling_in_flight_ended(
 def test_inline_siblings_of_the_same_batch_are_recorded_before_the_run_fails(engine, acts) -> None:
     acts.add("slow", lambda ctx: {"shipped": 1})
     acts.add("bad", lambda ctx: (_ for _ in ()).throw(RuntimeError("warehouse offline")))
-    engine.register(slow_and_bad())
+    engine.register(slow_and_bad(bad_first=True))  # bad's result is applied first
     run = engine.start("w", {})
     engine.run_until_idle()
 
     assert run.status == wf.RunStatus.FAILED
     assert position(run, "step.completed", "slow") < position(run, "run.failed", "bad")
+    assert event(run, "step.completed", "slow").detail == {"after_cancel": True}
 
 
 def test_attempts_queued_but_not_started_do_not_start_once_the_run_is_ending(
