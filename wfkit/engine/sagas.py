@@ -123,7 +123,8 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
     cp.set_token(token_id, st="unwinding")
     if not run.tokens[token_id]["fr"]:
         run.set_status(RunStatus.COMPENSATING.value, error)
-        end = {"end": drains.UNWIND, "token": token_id, "error": error}
+        node_id = run.tokens[token_id]["node"]
+        end = {"end": drains.UNWIND, "token": token_id, "error": error, "node": node_id}
         if drains.begin(cp, end, keep=token_id):
             return True
     start_unwind(cp, token_id, error)
