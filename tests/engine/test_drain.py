@@ -306,3 +306,29 @@ def test_an_engine_restarted_during_the_drain_finishes_the_end(open_engine, acts
     assert position(again, "step.abandoned", "slow") < position(again, "run.failed", "bad")
     rows = second.sql(f"SELECT * FROM wf_timers WHERE run_id = '{run.id}'").fetchall()
     assert rows == [], "the drain timer of the abandoned attempt is gone"
+
+
+def test_cancelling_a_suspended_run_waits_for_a_sibling_still_in_flight(engine, acts) -> None:
+    slow = Gate({"shipped": 1})
+    acts.add("slow", slow)
+    acts.add("bad", fail_after(slow))
+
+    def bad(b: wf.Steps) -> None:
+        b.then("bad", max_attempts=1).on_failure("suspend")
+
+    engine.register(wf.Workflow("w").start_with().parallel(lambda b: b.then("slow"), bad))
+    run = engine.start("w", {})
+    engine.start_workers(2)
+    try:
+        wait_until(lambda: run.status == wf.RunStatus.SUSPENDED, "the run is suspended")
+        engine.cancel(run.id, actor="ops")
+        assert run.status == wf.RunStatus.RUNNING, "the run ended before 'slow' did"
+        assert run.explain().startswith("ending: waiting for 1 attempt in flight to stop")
+        slow.open.set()
+        wait_until(lambda: run.status == wf.RunStatus.CANCELLED, "the run is cancelled")
+    finally:
+        slow.open.set()
+        engine.stop()
+
+    assert event(run, "step.completed", "slow").detail == {"after_cancel": True}
+    assert position(run, "step.completed", "slow") < position(run, "run.cancelled")

@@ -502,6 +502,7 @@ class Writer:
 
 
 def _resumed(cp: Checkpoint) -> bool:
-    """True when the checkpoint woke its run: from waiting or suspended to running."""
+    """True when the checkpoint woke its run: from waiting or suspended to running (not to end:
+    a run that drains keeps the attempts it waits for)."""
     woke = cp.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
-    return woke and cp.run.status == RunStatus.RUNNING.value
+    return woke and cp.run.status == RunStatus.RUNNING.value and not cp.run.ending
