@@ -332,3 +332,36 @@ def test_cancelling_a_suspended_run_waits_for_a_sibling_still_in_flight(engine, 
 
     assert event(run, "step.completed", "slow").detail == {"after_cancel": True}
     assert position(run, "step.completed", "slow") < position(run, "run.cancelled")
+
+
+def test_the_other_waits_of_a_draining_run_refuse_signals(engine, acts) -> None:
+    slow = Gate()
+    acts.add("slow", slow)
+    acts.add("bad", fail_after(slow))
+    acts.noop("after-signal")
+
+    def bad(b: wf.Steps) -> None:
+        b.then("bad", max_attempts=1).on_failure("terminate")
+
+    flow = (
+        wf.Workflow("w")
+        .start_with()
+        .parallel(
+            lambda b: b.then("slow"),
+            lambda b: b.wait_for_signal("go", correlate="ref").then("after-signal"),
+            bad,
+        )
+    )
+    engine.register(flow)
+    run = engine.start("w", {"ref": "r-1"})
+    engine.start_workers(2)
+    try:
+        wait_until(lambda: draining(run), "the run drains")
+        assert engine.signal("go", "r-1", {}) is False
+        assert engine.waiting() == []
+        slow.open.set()
+        wait_until(lambda: run.status == wf.RunStatus.FAILED, "the run fails")
+    finally:
+        slow.open.set()
+        engine.stop()
+    assert acts.count("after-signal") == 0
