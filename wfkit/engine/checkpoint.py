@@ -19,7 +19,7 @@ from wfkit.engine.loops import loop_path
 from wfkit.engine.outlets import Unconnected, unconnected
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
 
 if TYPE_CHECKING:
     from wfkit.engine.nodes import NodeHandler
@@ -64,6 +64,9 @@ class Checkpoint:
     strict_conflict: str | None = None
     take_posted: Callable[[str, str | None], tuple[dict[str, Any], str | None] | None] | None = None
     binder: Callable[[str], Callable[..., Any]] | None = None
+    # whether a token's step has an attempt queued or running (set by the writer)
+    in_flight: Callable[[str], bool] | None = None
+    drain_timeout: timedelta = timedelta(seconds=60)
     start_status: str = ""
 
     def __post_init__(self) -> None:
@@ -183,7 +186,7 @@ class Checkpoint:
             self.timers_del.append((token_id, token["timer"]))
         if token["st"] == "wait":
             self.bookmarks_del.append(token_id)
-        if token["st"] in ("ready", "running"):
+        if token["st"] in ("ready", "running", TokenState.CANCELLING):
             self.cancel.append(token_id)
         self.run.drop("tokens", token_id)
 
@@ -244,20 +247,34 @@ class Checkpoint:
         self.fail(token_id, error)
 
     def fail_run(self, error: str, *, node_id: str | None = None) -> None:
-        """End the run as failed: every token is removed, every attempt cancelled."""
-        for other in list(self.run.tokens):
-            self.remove(other)
+        """End the run as failed: every token is removed, every attempt cancelled; the run fails
+        once the attempts in flight have ended (see :mod:`wfkit.engine.drains`)."""
+        from wfkit.engine import drains
+
+        if not drains.begin(self, {"end": drains.FAILED, "error": error, "node": node_id}):
+            self.end_failed(error, node_id=node_id)
+
+    def cancel_run(self, reason: str) -> None:
+        """End the run as cancelled by an operator, once its attempts in flight have ended."""
+        from wfkit.engine import drains
+
+        end = {"end": drains.CANCELLED, "reason": reason, "actor": self.actor}
+        if not drains.begin(self, end):
+            self.end_cancelled(reason)
+
+    def end_failed(self, error: str, *, node_id: str | None = None) -> None:
+        """Record the run failed (no token or attempt is left)."""
         self._close_sagas("failed")
         self.run.set_status(RunStatus.FAILED.value, error)
         self.event("run.failed", node_id, error=error)
 
-    def cancel_run(self, reason: str) -> None:
-        """End the run as cancelled by an operator."""
-        for other in list(self.run.tokens):
-            self.remove(other)
+    def end_cancelled(self, reason: str, actor: str | None = None) -> None:
+        """Record the run cancelled (no token or attempt is left) by ``actor`` (this
+        checkpoint's actor by default)."""
         self._close_sagas("cancelled")
         self.run.set_status(RunStatus.CANCELLED.value, reason)
-        self.event("run.cancelled", detail={"reason": reason} if reason else None)
+        detail = {"reason": reason} if reason else None
+        self.event("run.cancelled", detail=detail, actor=actor or self.actor)
 
     def _close_sagas(self, status: str) -> None:
         if self.run.saga:
@@ -270,6 +287,8 @@ class Checkpoint:
     def settle_status(self) -> None:
         """Derive the run's status from its tokens once the handlers are done."""
         run = self.run
+        if run.ending:
+            return  # the run ends once its attempts in flight have ended; it runs until then
         if run.status in (
             RunStatus.PENDING.value,
             RunStatus.RUNNING.value,
@@ -278,7 +297,7 @@ class Checkpoint:
             if not run.tokens:
                 run.set_status(RunStatus.COMPLETED.value)
                 self.event("run.completed")
-            elif any(t["st"] in ("ready", "running") for t in run.tokens.values()):
+            elif any(t["st"] in ("ready", "running", *IN_FLIGHT) for t in run.tokens.values()):
                 if run.status != RunStatus.RUNNING.value:
                     run.set_status(RunStatus.RUNNING.value)
             elif run.status != RunStatus.WAITING.value:
@@ -288,7 +307,8 @@ class Checkpoint:
     def woke(self) -> bool:
         """True when the checkpoint woke its run: from waiting or suspended to running."""
         asleep = self.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
-        return asleep and self.run.status == RunStatus.RUNNING.value
+        # not to end: a run that drains keeps the attempts it waits for
+        return asleep and self.run.status == RunStatus.RUNNING.value and not self.run.ending
 
     @property
     def status_changed(self) -> bool:

@@ -50,6 +50,11 @@ class Engine(Operations):
         Where activities are looked up; the default registry (``@wf.activity``) by default.
     max_payload : int
         Largest data document accepted at admission, in bytes of JSON (256 KiB by default).
+    drain_timeout : str or timedelta
+        A run that fails, is cancelled or unwinds its saga ends only once its other attempts in
+        flight have stopped; an attempt asked to stop that has no ``attempt_timeout`` of its own
+        gets this long before it is recorded ``step.abandoned`` and the run ends without it
+        (60 seconds by default).
 
     Examples
     --------
@@ -74,6 +79,7 @@ class Engine(Operations):
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         lease: str | timedelta = "30s",
         batch_size: int = 1024,
+        drain_timeout: str | timedelta = "60s",
     ) -> None:
         self.target = str(target)
         self.clock: Clock = clock or SystemClock()
@@ -86,6 +92,7 @@ class Engine(Operations):
             else SoleOwnership(self._store)
         )
         self._writer = Writer(self._store, self.clock.now, owner)
+        self._writer.drain_timeout = parse_duration(drain_timeout)
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._writer.binder = self.registry.get
         self._latest: dict[str, dict[int, CompiledFlow]] = {}

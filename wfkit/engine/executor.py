@@ -128,6 +128,10 @@ def run_attempt(
         base=base,
         base_version=job.data_version,
     )
+    if job.cancel.is_set():  # its token was removed while the job was queued: do not start
+        result.cancelled = True
+        result.error = f"Cancelled: attempt {job.attempt} of {job.node_id!r} was never started"
+        return result
     try:
         data: Any = (
             job.model.model_validate_json(job.data_json) if job.model else json.loads(job.data_json)

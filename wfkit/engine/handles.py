@@ -152,6 +152,7 @@ class Run:
                 "timer": "waiting",
                 "retry": "retrying",
                 "suspended": "failed",
+                "cancelling": "cancelling",
             }.get(token["st"], statuses.get(token["node"], "running"))
         return statuses
 
@@ -224,6 +225,8 @@ def explain(engine: Engine, run_id: str) -> str:
             f"suspended{at}: {_last_line(state.error or 'an operator must decide')}; "
             f"resume it with engine.resume({run_id!r}) or cancel it"
         )
+    if state.ending:
+        return _ending(state.ending["run"], state.tokens)
     parts: list[str] = []
     marks = engine._store.query("run_bookmarks", [run_id])
     timers = {row[1]: row[4] for row in engine._store.query("run_timers", [run_id])}
@@ -232,6 +235,8 @@ def explain(engine: Engine, run_id: str) -> str:
         node = token["node"]
         if token["st"] == "ready":
             parts.append(f"running {node!r} (attempt {token['att']})")
+        elif token["st"] == "cancelling":  # its join no longer needs it
+            parts.append(f"waiting for {node!r} (attempt {token['att']}) to stop")
         elif token["st"] == "retry" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
             what = f"{node!r}"
@@ -249,6 +254,24 @@ def explain(engine: Engine, run_id: str) -> str:
     if len(parts) > 3:
         parts = [*parts[:3], f"and {len(parts) - 3} more"]
     return "; ".join(parts)
+
+
+def _ending(end: dict[str, Any], tokens: dict[str, dict[str, Any]]) -> str:
+    """Words for a run whose end waits for its attempts in flight to stop."""
+    stopping = [t for t in tokens.values() if t["st"] == "cancelling"]
+    what = ", ".join(f"{t['node']!r} attempt {t['att']}" for t in stopping[:3])
+    if len(stopping) > 3:
+        what += f" and {len(stopping) - 3} more"
+    then = {
+        "failed": f"then it fails: {_last_line(end.get('error') or '')}",
+        "cancelled": "then it is cancelled",
+        "unwind": f"then its saga unwinds: {_last_line(end.get('error') or '')}",
+    }[end["end"]]
+    count = len(stopping)
+    return (
+        f"ending: waiting for {count} attempt{'s' if count != 1 else ''} in flight to stop "
+        f"({what}); {then}"
+    )
 
 
 def check_known(engine: Engine, run_id: str) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from wfkit.engine.leases import Leases
 from wfkit.engine.timers import TimerHeap
+from wfkit.engine.vocabulary import IN_FLIGHT
 from wfkit.store.base import Statement, Store
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class LeasedOwnership:
         leaving = [
             cp.run.run_id
             for cp in old
-            if cp.woke or not any(t["st"] == "ready" for t in cp.run.tokens.values())
+            if cp.woke or not any(t["st"] in IN_FLIGHT for t in cp.run.tokens.values())
         ]
         wake = bool(new_runs) or bool(woken) or any(cp.timers_add for cp in batch)
         statements = self.leases.guard([cp.run.run_id for cp in old], leaving, wake)

@@ -20,7 +20,15 @@ from wfkit.engine.loops import entry_path, loop_detail, loop_item, loop_path
 from wfkit.engine.merge import merge_result
 from wfkit.engine.records import RunStatus
 
-__all__ = ["on_compensation_result", "on_move", "push", "recover", "unwind_for"]
+__all__ = [
+    "late_compensation",
+    "on_compensation_result",
+    "on_move",
+    "push",
+    "recover",
+    "start_unwind",
+    "unwind_for",
+]
 
 _DEFAULT = Policy()
 
@@ -119,16 +127,44 @@ def close_open(cp: Checkpoint, status: str) -> None:
             _set_entry(cp, entry_id, status)
 
 
-def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
-    """Start the unwind a failure at this token calls for; False when no saga is involved."""
-    run, flow = cp.run, cp.flow
-    token = run.tokens[token_id]
+def _chain(cp: Checkpoint, token_id: str) -> tuple[str, ...]:
+    """The sagas a failure at this token unwinds, innermost first (inside its branch)."""
+    flow = cp.flow
+    token = cp.run.tokens[token_id]
     chain = flow.node_sagas(token["node"])
     if token["fr"]:
         outside = set(flow.node_sagas(token["fr"][-1][0]))
         chain = tuple(s for s in chain if s not in outside)
-    if not chain:
+    return tuple(chain)
+
+
+def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
+    """Start the unwind a failure at this token calls for; False when no saga is involved.
+
+    A top-level unwind first takes the run's other tokens away and waits for their attempts in
+    flight (a sibling that completes a compensable step meanwhile is pushed, and undone too).
+    """
+    from wfkit.engine import drains
+
+    if not _chain(cp, token_id):
         return False
+    run = cp.run
+    cp.set_token(token_id, st="unwinding")
+    if not run.tokens[token_id]["fr"]:
+        run.set_status(RunStatus.COMPENSATING.value, error)
+        node_id = run.tokens[token_id]["node"]
+        end = {"end": drains.UNWIND, "token": token_id, "error": error, "node": node_id}
+        if drains.begin(cp, end, keep=token_id):
+            return True
+    start_unwind(cp, token_id, error)
+    return True
+
+
+def start_unwind(cp: Checkpoint, token_id: str, error: str) -> None:
+    """Compensate the steps of the failing token's sagas, newest first."""
+    run, flow = cp.run, cp.flow
+    token = run.tokens[token_id]
+    chain = _chain(cp, token_id)
     scope = set(chain)
     steps = sorted(
         (
@@ -142,12 +178,6 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
     )
     unwind_id = run.next_id("u")
     then: dict[str, Any] = {"kind": "branch" if token["fr"] else "fail_run", "token": token_id}
-    cp.set_token(token_id, st="unwinding")
-    if not token["fr"]:
-        for other in list(run.tokens):
-            if other != token_id:
-                cp.remove(other)
-        run.set_status(RunStatus.COMPENSATING.value, error)
     run.put(
         "unwinds",
         unwind_id,
@@ -161,7 +191,6 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
         detail={"sagas": list(chain), "steps": [entry["node"] for _, entry in steps]},
     )
     _next(cp, unwind_id)
-    return True
 
 
 def _next(cp: Checkpoint, unwind_id: str) -> None:
@@ -257,6 +286,24 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
     cp.set_token(token_id, st="suspended", error=message)
     run.set_status(RunStatus.SUSPENDED.value, message)
     cp.event("run.suspended", node_id, token_id, error=message)
+
+
+def late_compensation(
+    cp: Checkpoint, token_id: str, result: AttemptResult, detail: dict[str, Any]
+) -> None:
+    """A compensation attempt asked to stop (the run is ending) came back: record it."""
+    token = cp.run.tokens[token_id]
+    entry_id = token["entry"]
+    info = {**detail, "activity": cp.run.saga[entry_id]["comp"]}
+    timing = {"attempt": result.attempt, "started_at": result.started_at}
+    node_id = token["node"]
+    if result.ok:
+        merge_result(cp, token_id, result)
+        _set_entry(cp, entry_id, "compensated")
+        cp.event("compensation.completed", node_id, token_id, detail=info, **timing)
+    else:
+        failed = "compensation.failed"
+        cp.event(failed, node_id, token_id, error=result.error, detail=info, **timing)
 
 
 def _advance(cp: Checkpoint, unwind_id: str) -> None:

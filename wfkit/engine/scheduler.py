@@ -53,7 +53,10 @@ class Scheduler:
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._busy = 0
+        # rounds of `process` under way: a result leaves `inflight` before the commit that
+        # releases the next steps, so `idle()` counts the round as work (both read under _rounds)
+        self._processing = 0
+        self._rounds = threading.Lock()
         self.claimed = 0  # runs the last shared round claimed
         self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
@@ -137,6 +140,17 @@ class Scheduler:
         self, results: list[AttemptResult], commands: Sequence[Callable[[Writer], None]] = ()
     ) -> None:
         """Apply results, fire due timers and run commands, commit once, release."""
+        with self._rounds:
+            self._processing += 1
+        try:
+            self._process(results, commands)
+        finally:
+            with self._rounds:
+                self._processing -= 1
+
+    def _process(
+        self, results: list[AttemptResult], commands: Sequence[Callable[[Writer], None]]
+    ) -> None:
         writer = self.writer
         claimed: list[tuple[RunState, str]] = []
         with writer.lock:
@@ -370,9 +384,11 @@ class Scheduler:
         return min(until_due, beat)
 
     def idle(self) -> bool:
-        """True when nothing is queued, in flight or due."""
+        """True when nothing is queued, in flight, being processed or due."""
         due = self._next_due()
-        return not self.inflight and not self.ready and (due is None or due > self.clock.now())
+        with self._rounds:
+            busy = self._processing or self.inflight or self.ready
+        return not busy and (due is None or due > self.clock.now())
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until the workers are idle (or ``timeout`` passes); True when idle."""

@@ -2,9 +2,11 @@
 
 The cursor is four small maps — ``tokens`` (where each token stands), ``frames`` (open parallel
 and for_each scopes with their join counts), ``visits`` (per node and scope) and ``outputs`` —
-plus a token counter and the status. Every change goes through :meth:`RunState.put` /
-:meth:`RunState.drop`, which record it, so a checkpoint writes just the changes (the *delta*)
-and recovery replays deltas onto the last snapshot. Code is never replayed, only these changes.
+plus a token counter and the status; ``saga`` and ``unwinds`` hold the saga stack, and
+``ending`` the end of a run that waits for its attempts in flight to stop. Every change goes
+through :meth:`RunState.put` / :meth:`RunState.drop`, which record it, so a checkpoint writes
+just the changes (the *delta*) and recovery replays deltas onto the last snapshot. Code is
+never replayed, only these changes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from wfkit.engine.flows import CompiledFlow
 
 __all__ = ["RunState"]
 
-_MAPS = ("tokens", "frames", "visits", "outputs", "saga", "unwinds")
+_MAPS = ("tokens", "frames", "visits", "outputs", "saga", "unwinds", "ending")
 
 
 @dataclass
@@ -39,6 +41,8 @@ class RunState:
     outputs: dict[str, Any] = field(default_factory=dict)
     saga: dict[str, dict[str, Any]] = field(default_factory=dict)  # compensable steps done
     unwinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # unwinds in progress
+    # the end waiting for attempts in flight to stop (key "run"; see engine/drains.py)
+    ending: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     _data_json: str | None = field(default=None, repr=False)
     _outputs_json: str | None = field(default=None, repr=False)

@@ -14,11 +14,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import sagas
+from wfkit.engine import drains, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.flows import CompiledFlow
@@ -27,6 +27,7 @@ from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.ownership import Ownership, SoleOwnership
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import IN_FLIGHT, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
 
@@ -75,6 +76,8 @@ class Writer:
         self._taken: list[str] = []
         self.reload_flows: Callable[[], None] | None = None
         self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
+        # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
+        self.drain_timeout = timedelta(seconds=60)
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -131,12 +134,14 @@ class Writer:
         run = self.get_run(run_id)
         if run is not None:
             self.runs[run_id] = run
+            self._abandon_orphans(run)
         return run
 
     def claim_waiting_work(self, limit: int) -> list[tuple[RunState, str]]:
         """Shared store: take runs nobody advances (new ones, or their owner died); return
         their steps to dispatch."""
-        ready: list[tuple[RunState, str]] = []
+        claimed: list[RunState] = []
+        orphans = False
         for run_id in self.owner.claim_free(limit):
             if run_id in self.runs:
                 continue
@@ -144,8 +149,29 @@ class Writer:
             if run is None:
                 continue
             self.runs[run_id] = run
-            ready += [(run, t) for t, tok in run.tokens.items() if tok["st"] == "ready"]
-        return ready
+            claimed.append(run)
+            orphans = self._abandon_orphans(run) or orphans
+        if orphans:
+            self.commit()  # the ends they waited for are durable before any step goes out
+        return [
+            (run, t)
+            for run in claimed
+            if self.runs.get(run.run_id) is run
+            for t, tok in run.tokens.items()
+            if tok["st"] == "ready"
+        ]
+
+    def _abandon_orphans(self, run: RunState) -> bool:
+        """A run taken up again whose tokens were cancelling: their attempts stopped with the
+        engine that ran them. Record them abandoned and finish the run's end (uncommitted)."""
+        orphans = [
+            t
+            for t, tok in run.tokens.items()
+            if tok["st"] == TokenState.CANCELLING and (run.run_id, t) not in self.inflight
+        ]
+        if orphans:
+            drains.abandon(self.checkpoint(run), orphans)
+        return bool(orphans)
 
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
@@ -171,6 +197,8 @@ class Writer:
         for run_id, seq, patch, delta, *_rest in self.store.query("live_events"):
             if run_id in live:
                 live[run_id].replay(seq, delta, patch)
+        if [run for run in live.values() if self._abandon_orphans(run)]:
+            self.commit()  # runs that were ending when the engine stopped end now
         ready: list[tuple[RunState, str]] = []
         for run in live.values():
             steps = [t for t, tok in run.tokens.items() if tok["st"] in ("ready", "running")]
@@ -188,6 +216,8 @@ class Writer:
             cp = Checkpoint(run, self.now(), self.handlers, actor)
             cp.take_posted = self._take_posted
             cp.binder = self.binder
+            cp.in_flight = lambda token_id, run_id=run.run_id: (run_id, token_id) in self.inflight
+            cp.drain_timeout = self.drain_timeout
             self._batch[run.run_id] = cp
         elif actor is not None:
             cp.actor = actor
@@ -216,7 +246,12 @@ class Writer:
         """Fold an attempt's result into its run (stale results are dropped)."""
         run = self.runs.get(result.run_id)
         token = run.tokens.get(result.token_id) if run else None
-        if run is None or token is None or token["att"] != result.attempt or token["st"] != "ready":
+        if run is None or token is None or token["att"] != result.attempt:
+            return
+        if token["st"] == TokenState.CANCELLING:
+            drains.on_result(self.checkpoint(run), result.token_id, result)
+            return
+        if token["st"] != TokenState.READY:
             return
         node = run.flow.nodes[result.node_id]
         cp = self.checkpoint(run)
@@ -239,6 +274,9 @@ class Writer:
         if RunStatus(run.status).terminal:
             return
         self.runs.setdefault(run_id, run)
+        if kind == drains.DRAIN and token["st"] == TokenState.CANCELLING:
+            drains.on_deadline(self.checkpoint(run), token_id)
+            return
         node = run.flow.nodes[token["node"]]
         cp = self.checkpoint(run)
         self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
@@ -398,7 +436,7 @@ class Writer:
                 token = run.tokens.get(token_id)
                 if token is not None and token["st"] == "ready":
                     released.dispatch.append((run, token_id))
-            if any(t["st"] == "ready" for t in run.tokens.values()):
+            if any(t["st"] in IN_FLIGHT for t in run.tokens.values()):
                 self.runs[run.run_id] = run
             else:
                 self.runs.pop(run.run_id, None)  # parked or ended: its rows hold it now

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from wfkit.definition.kinds import JoinConfig, Node, NodeKind
-from wfkit.engine import sagas
+from wfkit.engine import drains, sagas
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes import NodeHandler, handles
@@ -85,7 +85,7 @@ def decide(cp: Checkpoint, frame_id: str) -> None:
     update_frame(cp, frame_id, closed=True)
     for other, t in list(cp.run.tokens.items()):
         if any(f[1] == frame_id for f in t["fr"]):
-            cp.remove(other)
+            drains.take_away(cp, other)  # an attempt in flight is asked to stop
     cp.run.drop("frames", frame_id)
     join_id = frame["join"]
     detail = {"completed": done, "failed": failed, "expected": n}
