@@ -3,6 +3,11 @@
 Node handlers move tokens through a :class:`Checkpoint`; it records events, timer and bookmark
 rows and the steps to dispatch once the checkpoint is durable. The writer turns every
 checkpoint of a batch into one transaction.
+
+A checkpoint records changes; it does not decide what a failure, a saga or a join means. Where
+moving a token calls for that, it asks the :class:`Rules` it was handed (built in
+:mod:`wfkit.engine.failures`, which imports the modules that decide), so this module imports
+none of them and no engine module needs an import inside a function.
 """
 
 from __future__ import annotations
@@ -11,10 +16,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wfkit.definition.kinds import Node
-from wfkit.definition.policy import OnFailure
 from wfkit.engine.loops import loop_path
 from wfkit.engine.outlets import Unconnected, unconnected
 from wfkit.engine.records import RunStatus
@@ -22,11 +26,43 @@ from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
 
 if TYPE_CHECKING:
-    from wfkit.engine.nodes import NodeHandler
+    from wfkit.engine.nodes.base import NodeHandler
 
-__all__ = ["Checkpoint", "EventRow"]
+__all__ = ["Checkpoint", "EventRow", "Rules"]
 
 Token = dict[str, Any]
+
+
+class Rules(Protocol):
+    """What a checkpoint asks when a token's move has consequences beyond the token."""
+
+    def moved(
+        self, cp: Checkpoint, from_node: str, to_node: str | None, frames: list[list[Any]]
+    ) -> None:
+        """A token moved between nodes, or its path ended (``to_node`` None): sagas it left
+        are committed."""
+        ...
+
+    def branch_completed(self, cp: Checkpoint, frame_id: str) -> None:
+        """A branch of the frame completed (its path ended inside the branch)."""
+        ...
+
+    def fail(self, cp: Checkpoint, token_id: str, error: str, bypass_failed_outlet: bool) -> None:
+        """The token's step failed for good: route it (failed outlet, suspend, saga, join, run)."""
+        ...
+
+    def branch_failed(self, cp: Checkpoint, token_id: str, error: str) -> None:
+        """A branch failed for good (its saga, if any, already unwound): its join hears of it."""
+        ...
+
+    def end(self, cp: Checkpoint, end: dict[str, Any], keep: str | None = None) -> bool:
+        """Take every token but ``keep`` away to end the run (or unwind it); True when the end
+        waits for attempts in flight (the drain then finishes it)."""
+        ...
+
+    def close_sagas(self, cp: Checkpoint, status: str) -> None:
+        """The run ends while compensations are under way: record how they were left."""
+        ...
 
 
 @dataclass
@@ -51,6 +87,7 @@ class Checkpoint:
     run: RunState
     now: datetime
     handlers: dict[str, NodeHandler]
+    rules: Rules
     actor: str | None = None
     events: list[EventRow] = field(default_factory=list)
     dispatch: list[str] = field(default_factory=list)  # tokens whose step is ready
@@ -100,9 +137,7 @@ class Checkpoint:
         """Move a token onto ``node_id`` and let the node's handler take it."""
         node: Node = self.flow.nodes[node_id]
         if self.flow.sagas and token["node"] != node_id:
-            from wfkit.engine import sagas
-
-            sagas.on_move(self, token["node"], node_id, token["fr"])
+            self.rules.moved(self, token["node"], node_id, token["fr"])
         token = {**token, "node": node_id, "st": "new", "att": 1}
         scope = f"{node_id}|{token['fr'][-1][1]}:{token['fr'][-1][2]}" if token["fr"] else node_id
         visits = self.run.visits.get(scope, 0) + 1
@@ -166,16 +201,12 @@ class Checkpoint:
         or the path failed (a failed branch: an enclosing saga decides about its steps)."""
         token = self.run.tokens.get(token_id)
         if token is not None and commit and self.flow.sagas and token["st"] != "unwinding":
-            from wfkit.engine import sagas
-
             if self.flow.nodes[token["node"]].saga and not token.get("comp"):
-                sagas.on_move(self, token["node"], None, token["fr"])
+                self.rules.moved(self, token["node"], None, token["fr"])
         self.run.drop("tokens", token_id)
         if token is not None and commit and token["fr"] and not token.get("comp"):
             # a path that ends inside a branch completes that branch: its join must hear of it
-            from wfkit.engine.nodes.join import branch_completed
-
-            branch_completed(self, token["fr"][-1][1])
+            self.rules.branch_completed(self, token["fr"][-1][1])
 
     def remove(self, token_id: str) -> None:
         """Take a token away with whatever it holds: timer, bookmark or attempt in flight."""
@@ -210,35 +241,9 @@ class Checkpoint:
     # --- failure --------------------------------------------------------------------------------
 
     def fail(self, token_id: str, error: str, *, bypass_failed_outlet: bool = False) -> None:
-        """The token's step failed for good: route the failure as the node's policy says.
-
-        In order: the ``failed`` outlet where connected; ``suspend`` parks the run; ``terminate``
-        fails it; a branch of a parallel or for_each reports to its join; otherwise the run fails.
-        """
-        token = self.run.tokens[token_id]
-        node_id = token["node"]
-        node: Node = self.flow.nodes[node_id]
-        if not bypass_failed_outlet and self.flow.target(node_id, "failed") is not None:
-            self.event("step.routed", node_id, token_id, detail={"outlet": "failed"}, error=error)
-            self.leave(token_id, node_id, "failed")
-            return
-        policy = node.policy.on_failure
-        if policy == OnFailure.SUSPEND:
-            self.set_token(token_id, st="suspended", error=error)
-            self.run.set_status(RunStatus.SUSPENDED.value, error)
-            self.event("run.suspended", node_id, token_id, error=error)
-            return
-        if policy != OnFailure.TERMINATE and self.flow.sagas:
-            from wfkit.engine import sagas
-
-            if sagas.unwind_for(self, token_id, error):
-                return
-        if policy != OnFailure.TERMINATE and token["fr"]:
-            from wfkit.engine.nodes.join import branch_failed
-
-            branch_failed(self, token_id, error)
-            return
-        self.fail_run(error, node_id=node_id)
+        """The token's step failed for good: route the failure as the failure rules say
+        (:func:`wfkit.engine.failures.route`)."""
+        self.rules.fail(self, token_id, error, bypass_failed_outlet)
 
     def fail_step(self, token_id: str, error: str, *, attempt: int | None = None) -> None:
         """A step that runs no activity (an expression, a decision) failed: record and route it."""
@@ -249,17 +254,13 @@ class Checkpoint:
     def fail_run(self, error: str, *, node_id: str | None = None) -> None:
         """End the run as failed: every token is removed, every attempt cancelled; the run fails
         once the attempts in flight have ended (see :mod:`wfkit.engine.drains`)."""
-        from wfkit.engine import drains
-
-        if not drains.begin(self, {"end": drains.FAILED, "error": error, "node": node_id}):
+        if not self.rules.end(self, {"end": "failed", "error": error, "node": node_id}):
             self.end_failed(error, node_id=node_id)
 
     def cancel_run(self, reason: str) -> None:
         """End the run as cancelled by an operator, once its attempts in flight have ended."""
-        from wfkit.engine import drains
-
-        end = {"end": drains.CANCELLED, "reason": reason, "actor": self.actor}
-        if not drains.begin(self, end):
+        end = {"end": "cancelled", "reason": reason, "actor": self.actor}
+        if not self.rules.end(self, end):
             self.end_cancelled(reason)
 
     def end_failed(self, error: str, *, node_id: str | None = None) -> None:
@@ -278,9 +279,7 @@ class Checkpoint:
 
     def _close_sagas(self, status: str) -> None:
         if self.run.saga:
-            from wfkit.engine import sagas
-
-            sagas.close_open(self, status)
+            self.rules.close_sagas(self, status)
 
     # --- end of the checkpoint -----------------------------------------------------------------
 

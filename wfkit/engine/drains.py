@@ -24,10 +24,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.handles import humanize
+from wfkit.engine.loops import loop_path
 from wfkit.engine.merge import merge_result
+from wfkit.engine.outputs import record_output
 from wfkit.engine.records import RunStatus
 from wfkit.engine.vocabulary import EventKind, TokenState
 
@@ -106,9 +109,6 @@ def _deadline(cp: Checkpoint, token: dict[str, Any]) -> timedelta:
 def on_result(cp: Checkpoint, token_id: str, result: AttemptResult) -> None:
     """The attempt of a cancelling token returned: record its outcome, then end if it was the
     last."""
-    from wfkit.engine import sagas
-    from wfkit.engine.nodes.action import record_output
-
     token = cp.run.tokens[token_id]
     node_id = token["node"]
     detail: dict[str, Any] = {"after_cancel": True}
@@ -122,10 +122,10 @@ def on_result(cp: Checkpoint, token_id: str, result: AttemptResult) -> None:
     elif result.ok:
         merge_result(cp, token_id, result)
         cp.strict_conflict = None  # the run ends anyway; the conflict is recorded as an event
-        record_output(cp, node_id, token["li"], result.output)
+        record_output(cp, node_id, loop_path(cp.flow, token["fr"]), result.output)
         done = EventKind.STEP_COMPLETED
         cp.event(done, node_id, token_id, output=result.output, detail=detail, **timing)
-        sagas.push(cp, token_id, node_id)  # an unwind that follows undoes it
+        sagas.push(cp, token_id, node_id, result.output)  # an unwind that follows undoes it
     else:
         kind = EventKind.STEP_CANCELLED if result.cancelled else EventKind.STEP_FAILED
         cp.event(kind, node_id, token_id, error=result.error, detail=detail, **timing)
@@ -182,8 +182,6 @@ def _settle(cp: Checkpoint, token_id: str) -> None:
     if end["end"] == CANCELLED:
         cp.end_cancelled(end.get("reason") or "", end.get("actor"))
     elif end["end"] == UNWIND and end["token"] in run.tokens:
-        from wfkit.engine import sagas
-
         sagas.start_unwind(cp, end["token"], end["error"])
     else:
         cp.end_failed(end["error"], node_id=end.get("node"))
@@ -194,8 +192,6 @@ def _branch_outcome(
 ) -> None:
     """An attempt of a branch its join no longer needed came back: the run moved on without
     it, so only the fact is recorded (and a completed compensable step is remembered)."""
-    from wfkit.engine import sagas
-
     node_id = cp.run.tokens[token_id]["node"]
     cp.event(
         EventKind.STEP_CANCELLED,
@@ -208,4 +204,4 @@ def _branch_outcome(
         detail={**detail, "completed": result.ok},
     )
     if result.ok:
-        sagas.push(cp, token_id, node_id)
+        sagas.push(cp, token_id, node_id, result.output)

@@ -144,8 +144,6 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
     A top-level unwind first takes the run's other tokens away and waits for their attempts in
     flight (a sibling that completes a compensable step meanwhile is pushed, and undone too).
     """
-    from wfkit.engine import drains
-
     if not _chain(cp, token_id):
         return False
     run = cp.run
@@ -153,8 +151,8 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
     if not run.tokens[token_id]["fr"]:
         run.set_status(RunStatus.COMPENSATING.value, error)
         node_id = run.tokens[token_id]["node"]
-        end = {"end": drains.UNWIND, "token": token_id, "error": error, "node": node_id}
-        if drains.begin(cp, end, keep=token_id):
+        end = {"end": "unwind", "token": token_id, "error": error, "node": node_id}
+        if cp.rules.end(cp, end, keep=token_id):
             return True
     start_unwind(cp, token_id, error)
     return True
@@ -223,15 +221,13 @@ def _next(cp: Checkpoint, unwind_id: str) -> None:
 
 
 def _finish(cp: Checkpoint, unwind_id: str) -> None:
-    from wfkit.engine.nodes.join import branch_failed
-
     run = cp.run
     unwind = run.unwinds[unwind_id]
     run.drop("unwinds", unwind_id)
     cp.event("saga.compensated", detail={"steps": len(unwind["steps"])})
     failing = unwind["then"]["token"]
     if unwind["then"]["kind"] == "branch" and failing in run.tokens:
-        branch_failed(cp, failing, unwind["error"])
+        cp.rules.branch_failed(cp, failing, unwind["error"])
         return
     cp.fail_run(unwind["error"], node_id=run.tokens.get(failing, {}).get("node"))
 

@@ -21,6 +21,7 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine import drains, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult
+from wfkit.engine.failures import RULES
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes import NodeHandler, load_all
@@ -213,7 +214,7 @@ class Writer:
         """The checkpoint of ``run`` in the batch being built (one per run per batch)."""
         cp = self._batch.get(run.run_id)
         if cp is None:
-            cp = Checkpoint(run, self.now(), self.handlers, actor)
+            cp = Checkpoint(run, self.now(), self.handlers, RULES, actor)
             cp.take_posted = self._take_posted
             cp.binder = self.binder
             cp.in_flight = lambda token_id, run_id=run.run_id: (run_id, token_id) in self.inflight

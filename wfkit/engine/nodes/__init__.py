@@ -1,72 +1,43 @@
 """Node semantics, one module per family; each registers a handler for its kinds.
 
-A handler's ``enter`` is called when a token arrives at a node of its kind. Nodes that run code
-mark the token ready (the scheduler runs the attempt and the writer calls ``on_result``); nodes
-that wait park the token on a timer or bookmark row (``on_timer`` / ``on_signal`` resume it).
-Adding a node kind means adding a module here, not editing a chain of ``if kind == ...``.
+Adding a node kind means adding a module here (and importing it below), not editing a chain of
+``if kind == ...``. The handler interface is :class:`~wfkit.engine.nodes.base.NodeHandler`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from wfkit.engine.nodes import (  # each module registers its handler on import
+    action,
+    approval,
+    decision,
+    delay,
+    end,
+    for_each,
+    join,
+    parallel,
+    start,
+    wait,
+)
+from wfkit.engine.nodes.base import HANDLERS, NodeHandler, handles
 
-from wfkit.definition.kinds import Node, NodeKind
-
-if TYPE_CHECKING:
-    from wfkit.engine.checkpoint import Checkpoint
-    from wfkit.engine.executor import AttemptResult
-
-__all__ = ["HANDLERS", "NodeHandler", "handles"]
-
-
-class NodeHandler:
-    """What a node kind does with a token."""
-
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
-        """A token arrived at the node."""
-        raise NotImplementedError
-
-    def on_result(
-        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, result: AttemptResult
-    ) -> None:
-        """An attempt of the node's activity finished."""
-        raise TypeError(f"a {node.kind.value} node runs no activity")
-
-    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
-        """A timer of the token fired."""
-        raise TypeError(f"a {node.kind.value} node has no {kind} timer")
-
-
-HANDLERS: dict[str, NodeHandler] = {}
-
-
-def handles(*kinds: NodeKind) -> Any:
-    """Class decorator: register one instance of the handler for ``kinds``."""
-
-    def register(cls: type[NodeHandler]) -> type[NodeHandler]:
-        instance = cls()
-        for kind in kinds:
-            HANDLERS[kind.value] = instance
-        return cls
-
-    return register
+__all__ = [
+    "HANDLERS",
+    "NodeHandler",
+    "action",
+    "approval",
+    "decision",
+    "delay",
+    "end",
+    "for_each",
+    "handles",
+    "join",
+    "load_all",
+    "parallel",
+    "start",
+    "wait",
+]
 
 
 def load_all() -> dict[str, NodeHandler]:
-    """Import every node module (each registers itself) and return the handlers."""
-    from wfkit.engine.nodes import (  # noqa: F401
-        action,
-        approval,
-        decision,
-        delay,
-        end,
-        for_each,
-        join,
-        parallel,
-        start,
-        wait,
-    )
-
+    """The handler of every node kind."""
     return HANDLERS

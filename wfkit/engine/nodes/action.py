@@ -8,9 +8,10 @@ from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
-from wfkit.engine.loops import cell_key, loop_detail, loop_path
+from wfkit.engine.loops import loop_detail, loop_path
 from wfkit.engine.merge import merge_result
-from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.base import NodeHandler, handles
+from wfkit.engine.outputs import record_output
 
 
 @handles(NodeKind.ACTION)
@@ -89,16 +90,3 @@ class Action(NodeHandler):
         kind = "compensation.retrying" if "comp" in token else "step.retrying"
         cp.event(kind, node_id, token_id, attempt=token["att"])
         cp.ready(token_id)
-
-
-def record_output(cp: Checkpoint, node_id: str, path: tuple[int, ...], output: Any) -> None:
-    """Keep a step's output: by node, and inside for_each loops by cell (``"2"``, ``"2.0"``)."""
-    if output is None:
-        return
-    if not path:
-        cp.run.put("outputs", node_id, output)
-        return
-    current = cp.run.outputs.get(node_id)
-    cells = dict(current) if isinstance(current, dict) else {}
-    cells[cell_key(path)] = output
-    cp.run.put("outputs", node_id, cells)

@@ -8,9 +8,9 @@ from wfkit.definition.durations import format_duration
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.loops import loop_path
-from wfkit.engine.nodes import NodeHandler, handles
-from wfkit.engine.nodes.action import record_output
+from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.wait import park, unpark
+from wfkit.engine.outputs import record_output
 from wfkit.engine.vocabulary import EventKind
 
 

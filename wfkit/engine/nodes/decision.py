@@ -9,8 +9,8 @@ from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.loops import loop_item, loop_path
-from wfkit.engine.nodes import handles
 from wfkit.engine.nodes.action import Action
+from wfkit.engine.nodes.base import handles
 from wfkit.errors import ExpressionError
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
-from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.nodes.base import NodeHandler, handles
 
 
 @handles(NodeKind.END)

@@ -7,25 +7,10 @@ from typing import Any
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
-from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.frames import decide, launch_items, open_frame
+from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
-from wfkit.engine.nodes.join import decide, open_frame, update_frame
 from wfkit.errors import ExpressionError
-
-
-def launch_items(cp: Checkpoint, frame_id: str) -> None:
-    """Start branches for the next items while fewer than ``max_parallelism`` are in flight."""
-    frame = cp.run.frames[frame_id]
-    fork_id = frame["fork"]
-    target = cp.flow.target(fork_id, "each")
-    while not frame["closed"] and frame["next"] < frame["n"]:
-        in_flight = frame["next"] - frame["done"] - len(frame["failed"])
-        if in_flight >= frame["limit"]:
-            break
-        index = frame["next"]
-        frame = update_frame(cp, frame_id, next=index + 1)
-        cp.spawn(target, [*frame["fr"], [fork_id, frame_id, index]])
-        frame = cp.run.frames.get(frame_id) or {**frame, "closed": True}
 
 
 @handles(NodeKind.FOR_EACH)

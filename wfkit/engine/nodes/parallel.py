@@ -6,8 +6,8 @@ from typing import Any
 
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
-from wfkit.engine.nodes import NodeHandler, handles
-from wfkit.engine.nodes.join import open_frame
+from wfkit.engine.frames import open_frame
+from wfkit.engine.nodes.base import NodeHandler, handles
 
 
 @handles(NodeKind.PARALLEL)

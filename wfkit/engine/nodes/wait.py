@@ -13,9 +13,9 @@ from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.workflow import import_model
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.loops import loop_path
-from wfkit.engine.nodes import NodeHandler, handles
-from wfkit.engine.nodes.action import record_output
+from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
+from wfkit.engine.outputs import record_output
 from wfkit.errors import DefinitionError, ExpressionError
 
 
