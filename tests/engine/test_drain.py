@@ -365,3 +365,24 @@ def test_the_other_waits_of_a_draining_run_refuse_signals(engine, acts) -> None:
         slow.open.set()
         engine.stop()
     assert acts.count("after-signal") == 0
+
+
+def test_a_drained_for_each_cell_keeps_its_output_under_its_cell(engine, acts) -> None:
+    def body(ctx: wf.ActivityContext[dict[str, Any]]) -> dict[str, Any]:
+        if ctx.item == "bad":
+            raise RuntimeError("bad item")
+        return {"item": ctx.item}
+
+    acts.add("cell", body)
+    flow = (
+        wf.Workflow("drain-cells", 1)
+        .start_with()
+        .for_each("items", lambda b: b.then("cell", max_attempts=1).on_failure("terminate"))
+    )
+    engine.register(flow)
+    run = engine.start("drain-cells", {"items": ["bad", "x", "y"]})
+    engine.run_until_idle()  # inline: one batch; the bad cell's failure is applied first
+    assert run.status == wf.RunStatus.FAILED
+    assert run.outputs["cell"] == {"1": {"item": "x"}, "2": {"item": "y"}}
+    late = [e for e in run.history() if e.kind == "step.completed"]
+    assert [e.detail["after_cancel"] for e in late] == [True, True]
