@@ -91,8 +91,17 @@ class Engine(Operations):
         self._writer.reload_flows = self._load_definitions
         with self._writer.lock:
             ready = self._writer.recover()
-        for run, token_id in ready:
+            # a step ready after a restart may have been running when the process died, unless
+            # the last engine closed with nothing of the run running
+            clean = [(run, t) for run, t in ready if run.closed]
+            self._writer.reopened({run.run_id: run for run, _ in clean}.values())
+            suspects = self._writer.take_up([(run, t) for run, t in ready if not run.closed])
+            released = self._writer.commit() if self._writer.pending else None
+        for run, token_id in clean:
             self._scheduler._enqueue(run, token_id)
+        if released is not None:
+            self._scheduler.release(released)
+        self._scheduler.suspect(suspects)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -102,6 +111,8 @@ class Engine(Operations):
             return
         self._scheduler.stop()
         self._writer.flush_summaries()
+        if self._writer.leases is None:
+            self._writer.mark_closed(self._scheduler.attempts_running())
         self._scheduler.release_all()
         self._scheduler.pool.shutdown(wait=False, cancel_futures=True)
         self._store.close()

@@ -61,6 +61,7 @@ class AttemptResult:
     error: str | None = None
     fallback: bool = False
     cancelled: bool = False
+    crashed: bool = False  # the engine process died during the attempt (found at recovery)
 
 
 def _call(job: Job, ctx: ActivityContext[Any]) -> Any:

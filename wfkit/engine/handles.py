@@ -135,7 +135,13 @@ class Run:
                 "for_each.started",
             ):
                 statuses[node] = "succeeded"
-            elif event.kind in ("step.failed", "branch.failed", "join.partial", "run.failed"):
+            elif event.kind in (
+                "step.failed",
+                "step.crashed",
+                "branch.failed",
+                "join.partial",
+                "run.failed",
+            ):
                 statuses[node] = "failed"
             elif event.kind == "compensation.completed":
                 statuses[node] = "compensated"

@@ -22,6 +22,7 @@ from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
 from wfkit.engine.executor import AttemptResult, Job, run_attempt
 from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
 
@@ -45,6 +46,10 @@ class Scheduler:
         self.batch_size = batch_size
         self.ready: deque[Job] = deque()
         self.blocked: list[tuple[RunState, str]] = []
+        # steps ready when their run was taken up after its process died: each is dispatched
+        # only once a worker is free for it, after a durable start marker (see _mark_suspects)
+        self.suspects: deque[tuple[RunState, str]] = deque()
+        self._workers = 0
         self.inflight: dict[tuple[str, str], Job] = writer.inflight
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="wfkit-attempt")
@@ -111,6 +116,13 @@ class Scheduler:
             self.changed.notify_all()
 
     def _enqueue(self, run: RunState, token_id: str) -> None:
+        started = run.tokens[token_id].get("started")
+        if started is not None and started != run.tokens[token_id]["att"]:
+            # a step that was suspect before: its next attempts are marked too, so that a
+            # crash loop is counted even across retry timers
+            self.suspects.append((run, token_id))
+            self.wake()  # the writer marks it in its next round
+            return
         job = self.make_job(run, token_id)
         if job is None:
             self.blocked.append((run, token_id))
@@ -120,6 +132,42 @@ class Scheduler:
             self._jobs.put(job)
         else:
             self.ready.append(job)
+
+    def suspect(self, steps: list[tuple[RunState, str]]) -> None:
+        """Queue steps that may have been running when their engine process died."""
+        self.suspects.extend(steps)
+        if steps:
+            self.wake()
+
+    def _mark_suspects(self) -> None:
+        """Release suspect steps to free workers, each with a start marker in this checkpoint.
+
+        The marker (token field ``started`` = the attempt) is committed before the attempt is
+        dispatched, and only as many are released as workers are free (one at a time inline),
+        so a marked attempt is always running, never merely queued, when a process dies: the
+        next recovery counts it as crashed (:meth:`Writer.take_up`). Call under the writer lock.
+        """
+        free = max(self._workers, 1) - len(self.inflight)
+        writer = self.writer
+        while self.suspects and free > 0:
+            run, token_id = self.suspects.popleft()
+            token = run.tokens.get(token_id)
+            if (
+                token is None
+                or token["st"] != TokenState.READY
+                or writer.runs.get(run.run_id) is not run
+                or (run.run_id, token_id) in self.inflight
+            ):
+                continue
+            node = run.flow.nodes[token["node"]]
+            name = node.compensation if "comp" in token else node.activity
+            if (name or "") not in self.registry:
+                self.blocked.append((run, token_id))  # a blocked step is not marked: it waits
+                continue
+            cp = writer.checkpoint(run)
+            cp.set_token(token_id, started=token["att"])
+            cp.dispatch.append(token_id)
+            free -= 1
 
     def retry_blocked(self) -> None:
         """Queue steps whose activity has been registered since they became ready."""
@@ -150,6 +198,7 @@ class Scheduler:
                 writer.fire_timer(due, run_id, token_id, kind)
             for command in commands:
                 command(writer)
+            self._mark_suspects()
             released = self._commit_with_retry()
             if writer.leases is not None:
                 claimed = self._shared_round()
@@ -175,7 +224,17 @@ class Scheduler:
                 self.writer.runs.pop(run_id, None)  # another engine holds it now
         # claim in modest chunks so that several engines share a burst of new runs
         room = min(max(self.batch_size - len(self.inflight), 0), self.claim_chunk)
-        return self.writer.claim_waiting_work(room) if room else []
+        ready, suspects = self.writer.claim_waiting_work(room) if room else ([], [])
+        # runs taken since the last round to fire a timer or run a command
+        ready += self.writer.adopted
+        suspects += self.writer.adopted_suspects
+        self.writer.adopted, self.writer.adopted_suspects = [], []
+        self.suspects.extend(suspects)
+        if suspects:
+            self._mark_suspects()
+        if self.writer.pending:  # crashes recorded, start markers: durable before dispatch
+            ready += self._commit_with_retry().dispatch
+        return ready
 
     def _commit_with_retry(self) -> Released:
         delay = 0.05
@@ -214,12 +273,14 @@ class Scheduler:
         self.retry_blocked()
         shared = self.writer.leases is not None
         while True:
-            if shared:
-                self.process([])  # claim free runs, fire due timers
+            if shared or (self.suspects and not self.ready):
+                self.process([])  # claim free runs, fire due timers, release a suspect step
             jobs = [self.ready.popleft() for _ in range(min(self.batch_size, len(self.ready)))]
             now = self.clock.now()
             due = self._next_due()
             if shared and not jobs and self.claimed:
+                continue
+            if not jobs and self._releasable():
                 continue
             if not jobs and (due is None or due > now):
                 if deadline is None or due is None or self.clock.manual:
@@ -252,6 +313,7 @@ class Scheduler:
             raise UsageError("workers are already running; call engine.stop() first")
         if threads < 1:
             raise UsageError(f"threads must be 1 or more, got {threads}")
+        self._workers = threads
         for _ in range(threads):
             self._threads.append(
                 threading.Thread(target=self._work, name="wfkit-worker", daemon=True)
@@ -281,6 +343,7 @@ class Scheduler:
         for t in self._threads:
             t.join(timeout)
         self._threads = []
+        self._workers = 0
         while True:  # jobs not started go back to the inline queue
             try:
                 job = self._jobs.get_nowait()
@@ -306,6 +369,14 @@ class Scheduler:
             self.writer.runs.clear()
             self.ready.clear()
             self.inflight.clear()
+            self.suspects.clear()
+            self.writer.adopted, self.writer.adopted_suspects = [], []
+
+    def attempts_running(self) -> set[tuple[str, str]]:
+        """(run, token) of attempts started and not ended (after :meth:`stop`: those that did
+        not end in time)."""
+        queued = {(job.run_id, job.token_id) for job in self.ready}
+        return {key for key in self.inflight if key not in queued}
 
     @property
     def running(self) -> bool:
@@ -389,7 +460,17 @@ class Scheduler:
     def idle(self) -> bool:
         """True when nothing is queued, in flight or due."""
         due = self._next_due()
-        return not self.inflight and not self.ready and (due is None or due > self.clock.now())
+        return (not self.inflight and not self.ready and not self._releasable()) and (
+            due is None or due > self.clock.now()
+        )
+
+    def _releasable(self) -> bool:
+        """True when suspect steps wait for a marker (a blocked one never becomes ready)."""
+        return any(
+            run.tokens.get(t, {}).get("st") == TokenState.READY
+            and self.writer.runs.get(run.run_id) is run
+            for run, t in self.suspects
+        )
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until the workers are idle (or ``timeout`` passes); True when idle."""

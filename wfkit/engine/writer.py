@@ -27,10 +27,11 @@ from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
 from wfkit.engine.timers import TimerHeap
+from wfkit.engine.vocabulary import EventKind, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
 
-__all__ = ["Released", "Writer"]
+__all__ = ["Released", "Writer", "crash_error"]
 
 log = logging.getLogger("wfkit.engine")
 
@@ -74,6 +75,9 @@ class Writer:
         self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
         # where many engine processes share the store, this one owns the runs it holds in memory
         self.leases: Leases | None = None
+        # shared store: ready steps of runs taken for a timer or a command, for the scheduler
+        self.adopted: list[tuple[RunState, str]] = []
+        self.adopted_suspects: list[tuple[RunState, str]] = []
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -123,30 +127,126 @@ class Writer:
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        if self.leases is not None and not self.leases.claim(run_id):
-            if not self.store.query("run_row", [run_id]):
-                return None
-            raise RunBusy(run_id)
+        orphaned = False
+        if self.leases is not None:
+            claimed = self.leases.claim(run_id)
+            if claimed is None:
+                if not self.store.query("run_row", [run_id]):
+                    return None
+                raise RunBusy(run_id)
+            orphaned = claimed
         run = self.get_run(run_id)
         if run is not None:
             self.runs[run_id] = run
+            if self.leases is not None:  # its ready steps are dispatched by the next round
+                steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
+                if orphaned:
+                    self.adopted_suspects += self.take_up(steps)
+                else:
+                    self.adopted += steps
         return run
 
-    def claim_waiting_work(self, limit: int) -> list[tuple[RunState, str]]:
-        """Shared store: take runs nobody advances (new ones, or their owner died); return
-        their steps to dispatch."""
+    def claim_waiting_work(
+        self, limit: int
+    ) -> tuple[list[tuple[RunState, str]], list[tuple[RunState, str]]]:
+        """Shared store: take runs nobody advances (new ones, or their owner died).
+
+        Returns the steps to dispatch and the *suspect* steps: those ready in a run whose owner
+        died, which may have been running then (see :meth:`take_up`). Crashes found are in the
+        batch, to be committed.
+        """
         if self.leases is None:
-            return []
+            return [], []
         ready: list[tuple[RunState, str]] = []
-        for run_id in self.leases.claim_many(limit):
+        suspects: list[tuple[RunState, str]] = []
+        for run_id, orphaned in self.leases.claim_many(limit):
             if run_id in self.runs:
                 continue
             run = self.get_run(run_id)
             if run is None:
                 continue
             self.runs[run_id] = run
-            ready += [(run, t) for t, tok in run.tokens.items() if tok["st"] == "ready"]
-        return ready
+            steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
+            if orphaned:
+                suspects += self.take_up(steps)
+            else:
+                ready += steps
+        return ready, suspects
+
+    def mark_closed(self, running: set[tuple[str, str]]) -> None:
+        """The engine closes: flag the snapshots of the runs held here that have no attempt
+        running, so that reopening dispatches their ready steps as usual (not as suspects)."""
+        with self.lock:
+            now = self.now()
+            rows = []
+            for run in self.runs.values():
+                if any((run.run_id, t) in running for t in run.tokens):
+                    continue
+                status, data, _, seq, error, at, ended, run_id = self._summary(run, now)
+                rows.append(
+                    (status, data, run.snapshot(closed=True), seq, error, at, ended, run_id)
+                )
+            if rows:
+                self.store.write([Statement("update_instance", rows)])
+
+    def reopened(self, runs: Iterable[RunState]) -> None:
+        """Clear the close flag of runs taken up again (a crash from now on is not clean)."""
+        rows = []
+        now = self.now()
+        for run in runs:
+            run.closed = False
+            rows.append(self._summary(run, now))
+        if rows:
+            self.store.write([Statement("update_instance", rows)])
+
+    def take_up(self, steps: list[tuple[RunState, str]]) -> list[tuple[RunState, str]]:
+        """Steps ready in runs whose engine process died: record the crashes, return suspects.
+
+        A step whose current attempt carries the durable start marker (``started``, written
+        just before a suspect attempt is dispatched) was running when the process died: it is
+        recorded ``step.crashed`` and the crash counts as a failed attempt (retried, or failed
+        for good when its attempts are spent). The other ready steps may have been running or
+        only queued: they are returned as suspects, not counted, and dispatched with a marker.
+        """
+        suspects: list[tuple[RunState, str]] = []
+        for run, token_id in steps:
+            token = run.tokens.get(token_id)
+            if token is None or token["st"] != TokenState.READY:
+                continue
+            if token.get("started") != token["att"]:
+                suspects.append((run, token_id))
+                continue
+            now = self.now()
+            error = crash_error(token["att"], token["node"])
+            if "comp" in token:  # a compensation counts it as one of its failed attempts
+                self.checkpoint(run).event(
+                    EventKind.STEP_CRASHED,
+                    token["node"],
+                    token_id,
+                    attempt=token["att"],
+                    error=error,
+                    detail={"compensation": run.saga.get(token["entry"], {}).get("comp")},
+                )
+            self.apply_result(
+                AttemptResult(
+                    run.run_id,
+                    token_id,
+                    token["node"],
+                    token["att"],
+                    now,
+                    now,
+                    ok=False,
+                    error=error,
+                    base_version=run.data_version,
+                    crashed=True,
+                )
+            )
+        return suspects
+
+    @property
+    def pending(self) -> bool:
+        """True when checkpoints wait in the batch for the next commit."""
+        return bool(self._batch)
 
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
@@ -461,6 +561,14 @@ class Writer:
                 ]
             )
             self._jobs_rows |= {row[0] for row in jobs.rows}
+
+
+def crash_error(attempt: int, node_id: str) -> str:
+    """The error of an attempt its engine process did not survive."""
+    return (
+        f"the engine process died during attempt {attempt} of {node_id!r} (killed, out of "
+        "memory, os._exit or a crash in native code)"
+    )
 
 
 def _resumed(cp: Checkpoint) -> bool:

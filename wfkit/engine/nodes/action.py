@@ -10,6 +10,7 @@ from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.merge import merge_result
 from wfkit.engine.nodes import NodeHandler, handles
+from wfkit.engine.vocabulary import EventKind
 
 
 @handles(NodeKind.ACTION)
@@ -56,7 +57,7 @@ class Action(NodeHandler):
             delay = node.policy.delay_before(result.attempt + 1)
             info["retry_in_s"] = round(delay.total_seconds(), 3)
         cp.event(
-            "step.failed",
+            EventKind.STEP_CRASHED if result.crashed else EventKind.STEP_FAILED,
             node_id,
             token_id,
             attempt=result.attempt,
