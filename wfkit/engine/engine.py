@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +37,25 @@ from wfkit.store.base import Statement
 __all__ = ["Engine"]
 
 log = logging.getLogger("wfkit.engine")
+
+_OPEN: weakref.WeakSet[Engine] = weakref.WeakSet()
+"""Engines not closed yet, closed at interpreter exit (a weak set: it keeps none alive)."""
+_WORKING: set[Engine] = set()
+"""Engines whose workers run: held until they stop, so that an engine the caller no longer
+references (a script's local variable) is still closed at exit rather than torn down under its
+writer thread."""
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """The interpreter exits (a script ended or raised, ``sys.exit``, a notebook kernel or
+    ``wfkit serve`` stops): stop every engine's workers after their current attempts and close
+    its store, before the interpreter tears down the threads that still use it."""
+    for engine in {*_OPEN, *_WORKING}:
+        try:
+            engine.close()
+        except Exception:  # the process is ending: say what went wrong, close the others
+            log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
 class Engine(Operations):
@@ -99,6 +120,7 @@ class Engine(Operations):
             released = self._writer.commit() if self._writer.pending else None
         for run, token_id in clean:
             self._scheduler._enqueue(run, token_id)
+        _OPEN.add(self)
         if released is not None:
             self._scheduler.release(released)
         self._scheduler.suspect(suspects)
@@ -117,6 +139,8 @@ class Engine(Operations):
         self._scheduler.pool.shutdown(wait=False, cancel_futures=True)
         self._store.close()
         self._closed = True
+        _OPEN.discard(self)
+        _WORKING.discard(self)
 
     def __enter__(self) -> Engine:
         return self
@@ -310,10 +334,12 @@ class Engine(Operations):
     def start_workers(self, threads: int = 4) -> None:
         """Run steps on ``threads`` background threads (plus one writer thread)."""
         self._scheduler.start(threads)
+        _WORKING.add(self)
 
     def stop(self) -> None:
         """Stop background workers; attempts in flight finish first."""
         self._scheduler.stop()
+        _WORKING.discard(self)
 
     # --- runs ---------------------------------------------------------------------------------
 

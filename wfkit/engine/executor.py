@@ -114,8 +114,13 @@ def run_attempt(
         on_heartbeat=job.heartbeat,
     )
     try:
+        future = None
         if job.timeout is not None and pool is not None:
-            future = pool.submit(_call, job, ctx)
+            try:
+                future = pool.submit(_call, job, ctx)
+            except RuntimeError:  # the interpreter is exiting: the pool takes no more work
+                future = None
+        if future is not None:
             try:
                 output = future.result(timeout=job.timeout)
             except concurrent.futures.TimeoutError:

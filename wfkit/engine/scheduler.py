@@ -335,6 +335,7 @@ class Scheduler:
         if not self._threads:
             return
         workers = [t for t in self._threads if t.name == "wfkit-worker"]
+        self._unqueue()  # jobs not started stay for later: the workers stop after their attempts
         for _ in workers:
             self._jobs.put(_STOP)
         for t in workers:
@@ -344,18 +345,22 @@ class Scheduler:
             t.join(timeout)
         self._threads = []
         self._workers = 0
-        while True:  # jobs not started go back to the inline queue
+        self._unqueue()
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        self.writer.flush_summaries()
+        self.release_all()
+
+    def _unqueue(self) -> None:
+        """Jobs not started go back to the inline queue."""
+        while True:
             try:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if job is not _STOP:
                 self.ready.append(job)
-        if self._unlisten is not None:
-            self._unlisten()
-            self._unlisten = None
-        self.writer.flush_summaries()
-        self.release_all()
 
     def release_all(self) -> None:
         """Shared store: give back every run held here, so other engines take them at once."""
