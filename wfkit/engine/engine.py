@@ -115,8 +115,8 @@ class Engine(Operations):
             # a step ready after a restart may have been running when the process died, unless
             # the last engine closed with nothing of the run running
             clean = [(run, t) for run, t in ready if run.closed]
-            self._writer.reopened({run.run_id: run for run, _ in clean}.values())
             suspects = self._writer.take_up([(run, t) for run, t in ready if not run.closed])
+            self._writer.reopened({run.run_id: run for run, _ in clean}.values())
             released = self._writer.commit() if self._writer.pending else None
         for run, token_id in clean:
             self._scheduler._enqueue(run, token_id)

@@ -45,7 +45,7 @@ class Scheduler:
         self.registry = registry
         self.batch_size = batch_size
         self.ready: deque[Job] = deque()
-        self.blocked: list[tuple[RunState, str]] = []
+        self.blocked: list[tuple[RunState, str]] = writer.blocked  # shared: wf_jobs shows them
         # steps ready when their run was taken up after its process died: each is dispatched
         # only once a worker is free for it, after a durable start marker (see _mark_suspects)
         self.suspects: deque[tuple[RunState, str]] = deque()
@@ -126,6 +126,8 @@ class Scheduler:
         job = self.make_job(run, token_id)
         if job is None:
             self.blocked.append((run, token_id))
+            if self.writer.leases is not None:
+                self.wake()  # the next round gives the run back to engines that have it
             return
         self.inflight[(job.run_id, job.token_id)] = job
         if self._threads:
@@ -171,7 +173,10 @@ class Scheduler:
 
     def retry_blocked(self) -> None:
         """Queue steps whose activity has been registered since they became ready."""
-        blocked, self.blocked = self.blocked, []
+        blocked = list(self.blocked)
+        self.blocked.clear()
+        if self.writer.leases is not None:  # runs given back: this process may have them now
+            self.writer.leases.backoff.clear()
         for run, token_id in blocked:
             token = run.tokens.get(token_id)
             if (
@@ -219,6 +224,7 @@ class Scheduler:
         """Renew this engine's leases when due, then claim runs that nobody advances."""
         leases = self.writer.leases
         assert leases is not None
+        self._give_back_blocked()
         if leases.renewal_due():
             for run_id in leases.renew(list(self.writer.runs)):
                 self.writer.runs.pop(run_id, None)  # another engine holds it now
@@ -235,6 +241,35 @@ class Scheduler:
         if self.writer.pending:  # crashes recorded, start markers: durable before dispatch
             ready += self._commit_with_retry().dispatch
         return ready
+
+    def _give_back_blocked(self) -> None:
+        """Shared store: release the runs all of whose ready steps wait for an activity not
+        registered in this process, and claim them again only after a back-off, so that an
+        engine that has the activity takes them. Their wf_jobs rows say ``blocked`` meanwhile."""
+        leases = self.writer.leases
+        if leases is None or not self.blocked:
+            return
+        runs = self.writer.runs
+        blocked = {(run.run_id, t) for run, t in self.blocked if runs.get(run.run_id) is run}
+        stuck = [
+            run_id
+            for run_id in {run_id for run_id, _ in blocked}
+            if all(
+                (run_id, t) in blocked
+                for t, tok in runs[run_id].tokens.items()
+                if tok["st"] == TokenState.READY
+            )
+        ]
+        if not stuck:
+            return
+        self.writer.dirty.update(stuck)
+        self.writer.flush_summaries()
+        leases.back_off(stuck)
+        gone = set(stuck)
+        for run_id in stuck:
+            runs.pop(run_id, None)
+        self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in gone]
+        log.info("runs given back (activities not registered here): %s", ", ".join(stuck))
 
     def _commit_with_retry(self) -> Released:
         delay = 0.05

@@ -27,7 +27,7 @@ from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
 from wfkit.engine.timers import TimerHeap
-from wfkit.engine.vocabulary import EventKind, TokenState
+from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
 
@@ -68,6 +68,8 @@ class Writer:
         # shared with the scheduler, read when summaries are written
         self.inflight: dict[tuple[str, str], Any] = {}
         self.heartbeats: dict[tuple[str, str], datetime] = {}
+        # steps ready whose activity is not registered in this process (the scheduler's list)
+        self.blocked: list[tuple[RunState, str]] = []
         # (name, key) of signals posted before their wait: only these waits query the table
         self.posted = {(n, k) for n, k in store.query("posted_keys")}
         self._taken: list[str] = []
@@ -543,11 +545,14 @@ class Writer:
             if not runs:
                 return
             jobs = Statement("insert_job")
+            blocked = {(run.run_id, token_id) for run, token_id in self.blocked}
             for run in runs:
                 for token_id, t in run.tokens.items():
                     if t["st"] in ("ready", "running", "retry"):
                         key = (run.run_id, token_id)
                         status = "running" if key in self.inflight else t["st"]
+                        if key in blocked:
+                            status = NodeStatus.BLOCKED.value
                         beat = self.heartbeats.get(key)
                         jobs.rows.append(
                             (run.run_id, token_id, t["node"], status, t["att"], t["li"], now, beat)
