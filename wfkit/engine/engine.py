@@ -46,7 +46,6 @@ references (a script's local variable) is still closed at exit rather than torn 
 writer thread."""
 
 
-@atexit.register
 def _close_at_exit() -> None:
     """The interpreter exits (a script ended or raised, ``sys.exit``, a notebook kernel or
     ``wfkit serve`` stops): stop every engine's workers after their current attempts and close
@@ -121,6 +120,11 @@ class Engine(Operations):
         for run, token_id in clean:
             self._scheduler._enqueue(run, token_id)
         _OPEN.add(self)
+        # exit hooks run last registered first: registered again after the store is open, so
+        # that the engine closes before the database client's own exit hook (DuckDB's interrupts
+        # the queries still running, which the writer thread may be in)
+        atexit.unregister(_close_at_exit)
+        atexit.register(_close_at_exit)
         if released is not None:
             self._scheduler.release(released)
         self._scheduler.suspect(suspects)
