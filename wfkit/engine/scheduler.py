@@ -232,8 +232,9 @@ class Scheduler:
         room = min(max(self.batch_size - len(self.inflight), 0), self.claim_chunk)
         ready, suspects = self.writer.claim_waiting_work(room) if room else ([], [])
         # runs taken since the last round to fire a timer or run a command
-        ready += self.writer.adopted
-        suspects += self.writer.adopted_suspects
+        runs = self.writer.runs
+        ready += [(r, t) for r, t in self.writer.adopted if runs.get(r.run_id) is r]
+        suspects += [(r, t) for r, t in self.writer.adopted_suspects if runs.get(r.run_id) is r]
         self.writer.adopted, self.writer.adopted_suspects = [], []
         self.suspects.extend(suspects)
         if suspects:

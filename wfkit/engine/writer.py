@@ -428,7 +428,11 @@ class Writer:
             elif run.status != RunStatus.RUNNING.value:
                 updates.rows.append(self._summary(run, cp.now))
                 self.dirty.discard(run.run_id)
-                if run.status != RunStatus.RUNNING.value and run.run_id in self._jobs_rows:
+                # on a shared store another engine may have written its rows (e.g. blocked)
+                shared = self.leases is not None
+                if run.status != RunStatus.RUNNING.value and (
+                    shared or run.run_id in self._jobs_rows
+                ):
                     self._jobs_rows.discard(run.run_id)
                     gone.rows.append((run.run_id,))
             else:
