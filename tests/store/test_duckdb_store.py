@@ -157,7 +157,7 @@ def _query_names() -> list[str]:
     return re.findall(r"^--\s*name:\s*(\S+)\s*$", _QUERIES.read_text(), re.MULTILINE)
 
 
-SHARED_ONLY = {"claim_runs", "notify_work"}  # PostgreSQL-only: SKIP LOCKED, pg_notify
+SHARED_ONLY = {"claim_runs", "claim_run", "notify_work"}  # PostgreSQL-only: SKIP LOCKED, pg_notify
 
 
 def test_every_named_query_loads_and_prepares_against_the_schema(store) -> None:

@@ -139,6 +139,7 @@ class Checkpoint:
         if self.flow.sagas and token["node"] != node_id:
             self.rules.moved(self, token["node"], node_id, token["fr"])
         token = {**token, "node": node_id, "st": "new", "att": 1}
+        token.pop("started", None)  # a crash marker belongs to the step it was written for
         scope = f"{node_id}|{token['fr'][-1][1]}:{token['fr'][-1][2]}" if token["fr"] else node_id
         visits = self.run.visits.get(scope, 0) + 1
         if node.kind.value != "join":

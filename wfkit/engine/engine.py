@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +37,24 @@ from wfkit.store.base import Statement
 __all__ = ["Engine"]
 
 log = logging.getLogger("wfkit.engine")
+
+_OPEN: weakref.WeakSet[Engine] = weakref.WeakSet()
+"""Engines not closed yet, closed at interpreter exit (a weak set: it keeps none alive)."""
+_WORKING: set[Engine] = set()
+"""Engines whose workers run: held until they stop, so that an engine the caller no longer
+references (a script's local variable) is still closed at exit rather than torn down under its
+writer thread."""
+
+
+def _close_at_exit() -> None:
+    """The interpreter exits (a script ended or raised, ``sys.exit``, a notebook kernel or
+    ``wfkit serve`` stops): stop every engine's workers after their current attempts and close
+    its store, before the interpreter tears down the threads that still use it."""
+    for engine in {*_OPEN, *_WORKING}:
+        try:
+            engine.close()
+        except Exception:  # the process is ending: say what went wrong, close the others
+            log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
 class Engine(Operations):
@@ -101,8 +121,23 @@ class Engine(Operations):
         self._writer.reload_flows = self._load_definitions
         with self._writer.lock:
             ready = self._writer.recover()
-        for run, token_id in ready:
+            # a step ready after a restart may have been running when the process died, unless
+            # the last engine closed with nothing of the run running
+            clean = [(run, t) for run, t in ready if run.closed]
+            suspects = self._writer.take_up([(run, t) for run, t in ready if not run.closed])
+            self._writer.reopened({run.run_id: run for run, _ in clean}.values())
+            released = self._writer.commit() if self._writer.pending else None
+        for run, token_id in clean:
             self._scheduler._enqueue(run, token_id)
+        _OPEN.add(self)
+        # exit hooks run last registered first: registered again after the store is open, so
+        # that the engine closes before the database client's own exit hook (DuckDB's interrupts
+        # the queries still running, which the writer thread may be in)
+        atexit.unregister(_close_at_exit)
+        atexit.register(_close_at_exit)
+        if released is not None:
+            self._scheduler.release(released)
+        self._scheduler.suspect(suspects)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -112,10 +147,14 @@ class Engine(Operations):
             return
         self._scheduler.stop()
         self._writer.flush_summaries()
+        if not self._writer.owner.shared:  # the next engine on the file takes the runs up
+            self._writer.mark_closed(self._scheduler.attempts_running())
         self._scheduler.release_all()
         self._scheduler.pool.shutdown(wait=False, cancel_futures=True)
         self._store.close()
         self._closed = True
+        _OPEN.discard(self)
+        _WORKING.discard(self)
 
     def __enter__(self) -> Engine:
         return self
@@ -309,10 +348,12 @@ class Engine(Operations):
     def start_workers(self, threads: int = 4) -> None:
         """Run steps on ``threads`` background threads (plus one writer thread)."""
         self._scheduler.start(threads)
+        _WORKING.add(self)
 
     def stop(self) -> None:
         """Stop background workers; attempts in flight finish first."""
         self._scheduler.stop()
+        _WORKING.discard(self)
 
     # --- runs ---------------------------------------------------------------------------------
 

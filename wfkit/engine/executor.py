@@ -67,6 +67,7 @@ class AttemptResult:
     error: str | None = None
     fallback: bool = False
     cancelled: bool = False
+    crashed: bool = False  # the engine process died during the attempt (found at recovery)
 
 
 class _Outputs(Mapping[str, Any]):
@@ -155,8 +156,13 @@ def run_attempt(
         on_heartbeat=job.heartbeat,
     )
     try:
+        future = None
         if job.timeout is not None and pool is not None:
-            future = pool.submit(_call, job, ctx)
+            try:
+                future = pool.submit(_call, job, ctx)
+            except RuntimeError:  # the interpreter is exiting: the pool takes no more work
+                future = None
+        if future is not None:
             try:
                 output = future.result(timeout=job.timeout)
             except concurrent.futures.TimeoutError:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
+from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
 
 if TYPE_CHECKING:
@@ -117,7 +119,8 @@ class Run:
 
     def node_statuses(self) -> dict[str, str]:
         """Status of every node this run reached: succeeded, failed, running, waiting,
-        retrying, compensating, compensated or skipped (nodes not reached are absent)."""
+        retrying, blocked (its activity is not registered in this process), compensating,
+        compensated or skipped (nodes not reached are absent)."""
         statuses: dict[str, str] = {}
         for event in self.history():
             node = event.node_id
@@ -135,7 +138,13 @@ class Run:
                 "for_each.started",
             ):
                 statuses[node] = "succeeded"
-            elif event.kind in ("step.failed", "branch.failed", "join.partial", "run.failed"):
+            elif event.kind in (
+                "step.failed",
+                "step.crashed",
+                "branch.failed",
+                "join.partial",
+                "run.failed",
+            ):
                 statuses[node] = "failed"
             elif event.kind == "compensation.completed":
                 statuses[node] = "compensated"
@@ -143,6 +152,9 @@ class Run:
                 statuses[node] = "skipped"
         state = self._engine._state(self.id)
         for token in state.tokens.values():
+            if unregistered_activity(self._engine, state, token) is not None:
+                statuses[token["node"]] = NodeStatus.BLOCKED.value
+                continue
             if "comp" in token:
                 statuses[token["node"]] = "compensating"
                 continue
@@ -233,7 +245,14 @@ def explain(engine: Engine, run_id: str) -> str:
     parts += [describe_wait(row, timers, now) for row in marks]
     for _token_id, token in sorted(state.tokens.items()):
         node = token["node"]
-        if token["st"] == "ready":
+        missing = unregistered_activity(engine, state, token)
+        if missing is not None:
+            parts.append(
+                f"step {node!r} waits for activity {missing!r}, which is not registered in this "
+                f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
+                "and run the engine again (run_until_idle or start_workers)"
+            )
+        elif token["st"] == "ready":
             parts.append(f"running {node!r} (attempt {token['att']})")
         elif token["st"] == "cancelling":  # its join no longer needs it
             parts.append(f"waiting for {node!r} (attempt {token['att']}) to stop")
@@ -272,6 +291,18 @@ def _ending(end: dict[str, Any], tokens: dict[str, dict[str, Any]]) -> str:
         f"ending: waiting for {count} attempt{'s' if count != 1 else ''} in flight to stop "
         f"({what}); {then}"
     )
+
+
+def unregistered_activity(engine: Engine, state: RunState, token: dict[str, Any]) -> str | None:
+    """The activity a ready step waits for when it is not registered in this process (the
+    engine's registry), else None. On a shared store another process may have it."""
+    if token["st"] != TokenState.READY:
+        return None
+    node = state.flow.nodes[token["node"]]
+    name = node.compensation if "comp" in token else node.activity
+    if not name or name in engine.registry:
+        return None
+    return str(name)
 
 
 def check_known(engine: Engine, run_id: str) -> None:

@@ -42,38 +42,50 @@ class Leases:
         self.lease = lease
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.renewed_at: datetime | None = None
+        # runs given back because this process lacks an activity they wait for: not claimed
+        # again before the time given, so that engines that have it take them
+        self.backoff: dict[str, datetime] = {}
 
     def until(self) -> datetime:
         """When a lease taken now runs out."""
         return self.now() + self.lease
 
-    def claim(self, run_id: str) -> bool:
-        """Take one run if nobody (alive) holds it."""
+    def claim(self, run_id: str) -> bool | None:
+        """Take one run if nobody (alive) holds it: None when another engine holds it, else
+        whether it was orphaned (taken from an owner whose lease ran out)."""
         now = self.now()
         rows = self.store.write(
             [
                 Statement(
                     "claim_run",
-                    [(self.owner, now + self.lease, run_id, self.owner, now)],
+                    [(run_id, self.owner, now, self.owner, now + self.lease, self.owner)],
                     returning=True,
                 )
             ]
         )
-        return bool(rows and rows[0])
+        if not rows or not rows[0]:
+            return None
+        return bool(rows[0][0][1])
 
-    def claim_many(self, limit: int) -> list[str]:
-        """Take up to ``limit`` runs with work that nobody (alive) holds."""
+    def claim_many(self, limit: int, skip: list[str] | None = None) -> list[tuple[str, bool]]:
+        """Take up to ``limit`` runs with work that nobody (alive) holds, but those in ``skip``.
+
+        Returns ``(run_id, orphaned)`` pairs: ``orphaned`` is True for a run taken from an
+        owner whose lease ran out (its process died or stalled), False for a free run.
+        """
         now = self.now()
+        self.backoff = {r: until for r, until in self.backoff.items() if until > now}
+        skip = [*(skip or ()), *self.backoff]
         rows = self.store.write(
             [
                 Statement(
                     "claim_runs",
-                    [(self.owner, now + self.lease, now, limit)],
+                    [(now, skip, limit, self.owner, now + self.lease, self.owner)],
                     returning=True,
                 )
             ]
         )
-        return [r[0] for r in rows[0]] if rows else []
+        return [(r[0], bool(r[1])) for r in rows[0]] if rows else []
 
     def guard(self, mine: list[str], leaving: list[str], wake: bool) -> list[Statement]:
         """Statements that go first in a checkpoint's transaction (see module docstring)."""
@@ -101,6 +113,20 @@ class Leases:
         """Give runs back (an engine that stops lets the others take them at once)."""
         if run_ids:
             self.store.write([Statement("release_runs", [(self.owner, run_ids)])])
+
+    def back_off(self, run_ids: list[str]) -> None:
+        """Give runs back and leave them to other engines for one lease period."""
+        if not run_ids:
+            return
+        until = self.now() + self.lease
+        for run_id in run_ids:
+            self.backoff[run_id] = until
+        self.store.write(
+            [
+                Statement("release_runs", [(self.owner, run_ids)]),
+                Statement("notify_work", [("work",)], returning=True),
+            ]
+        )
 
     def renewal_due(self) -> bool:
         """True when a third of the lease has passed since the last renewal."""

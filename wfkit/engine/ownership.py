@@ -38,17 +38,28 @@ class Ownership(Protocol):
     """What the writer and scheduler need to know about owning runs."""
 
     name: str  # who this engine is, as other processes see it
+    shared: bool  # other engine processes advance runs of the same database
 
-    def claim(self, run_id: str) -> bool:
-        """Take one run to change it; False when another engine holds it."""
+    def claim(self, run_id: str) -> bool | None:
+        """Take one run to change it: None when another engine holds it, else whether it was
+        orphaned (taken from an engine whose lease ran out: its steps may have been running)."""
         ...
 
-    def claim_free(self, limit: int) -> list[str]:
-        """Take up to ``limit`` runs that have work and that nobody advances."""
+    def claim_free(self, limit: int) -> list[tuple[str, bool]]:
+        """Take up to ``limit`` runs that have work and that nobody advances: (run, orphaned)."""
         ...
 
     def release(self, run_ids: list[str]) -> None:
         """Give runs back so that other engines may take them."""
+        ...
+
+    def back_off(self, run_ids: list[str]) -> None:
+        """Give runs back and leave them to other engines for a while (their steps wait for
+        activities this process does not have)."""
+        ...
+
+    def forget_back_off(self) -> None:
+        """Claim runs given back by :meth:`back_off` again (activities were registered)."""
         ...
 
     def renew(self, held: list[str]) -> set[str]:
@@ -63,10 +74,6 @@ class Ownership(Protocol):
         self, batch: list[Checkpoint], new_runs: dict[str, Any], summary: Summary
     ) -> list[Statement]:
         """Statements that open a batch's transaction (renew, release, wake other engines)."""
-        ...
-
-    def hands_back_woken(self) -> bool:
-        """True when a run woken by a command goes back to whichever engine claims it."""
         ...
 
     def may_have_posted(self, name: str, key: str | None, known: set[Any]) -> bool:
@@ -100,17 +107,24 @@ class SoleOwnership:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.name = f"pid {os.getpid()}"
+        self.shared = False
         self.timers = TimerHeap()
         for run_id, token_id, _node, kind, due in store.query("timers"):
             self.timers.push(due, run_id, token_id, kind)
 
-    def claim(self, run_id: str) -> bool:
-        return True
+    def claim(self, run_id: str) -> bool | None:
+        return False  # its runs are taken up at start-up (Writer.recover), never orphaned later
 
-    def claim_free(self, limit: int) -> list[str]:
+    def claim_free(self, limit: int) -> list[tuple[str, bool]]:
         return []
 
     def release(self, run_ids: list[str]) -> None:
+        return None
+
+    def back_off(self, run_ids: list[str]) -> None:
+        return None
+
+    def forget_back_off(self) -> None:
         return None
 
     def renew(self, held: list[str]) -> set[str]:
@@ -123,9 +137,6 @@ class SoleOwnership:
         self, batch: list[Checkpoint], new_runs: dict[str, Any], summary: Summary
     ) -> list[Statement]:
         return []
-
-    def hands_back_woken(self) -> bool:
-        return False
 
     def may_have_posted(self, name: str, key: str | None, known: set[Any]) -> bool:
         return (name, key) in known
@@ -154,15 +165,22 @@ class LeasedOwnership:
         self.store = store
         self.leases = Leases(store, now, lease)
         self.name = self.leases.owner
+        self.shared = True
 
-    def claim(self, run_id: str) -> bool:
+    def claim(self, run_id: str) -> bool | None:
         return self.leases.claim(run_id)
 
-    def claim_free(self, limit: int) -> list[str]:
+    def claim_free(self, limit: int) -> list[tuple[str, bool]]:
         return self.leases.claim_many(limit) if limit > 0 else []
 
     def release(self, run_ids: list[str]) -> None:
         self.leases.release(run_ids)
+
+    def back_off(self, run_ids: list[str]) -> None:
+        self.leases.back_off(run_ids)
+
+    def forget_back_off(self) -> None:
+        self.leases.backoff.clear()
 
     def renew(self, held: list[str]) -> set[str]:
         return self.leases.renew(held) if self.leases.renewal_due() else set()
@@ -195,9 +213,6 @@ class LeasedOwnership:
             rows = [summary(cp.run, cp.now) for cp in woken]
             statements.append(Statement("update_instance", rows))
         return statements
-
-    def hands_back_woken(self) -> bool:
-        return True
 
     def may_have_posted(self, name: str, key: str | None, known: set[Any]) -> bool:
         return True  # another engine may have kept one: always look

@@ -23,6 +23,7 @@ from wfkit.engine.clock import Clock
 from wfkit.engine.executor import AttemptResult, Job, run_attempt
 from wfkit.engine.loops import job_cell
 from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
 
@@ -45,7 +46,11 @@ class Scheduler:
         self.registry = registry
         self.batch_size = batch_size
         self.ready: deque[Job] = deque()
-        self.blocked: list[tuple[RunState, str]] = []
+        self.blocked: list[tuple[RunState, str]] = writer.blocked  # shared: wf_jobs shows them
+        # steps ready when their run was taken up after its process died: each is dispatched
+        # only once a worker is free for it, after a durable start marker (see _mark_suspects)
+        self.suspects: deque[tuple[RunState, str]] = deque()
+        self._workers = 0
         self.inflight: dict[tuple[str, str], Job] = writer.inflight
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="wfkit-attempt")
@@ -112,9 +117,18 @@ class Scheduler:
             self.changed.notify_all()
 
     def _enqueue(self, run: RunState, token_id: str) -> None:
+        started = run.tokens[token_id].get("started")
+        if started is not None and started != run.tokens[token_id]["att"]:
+            # a step that was suspect before: its next attempts are marked too, so that a
+            # crash loop is counted even across retry timers
+            self.suspects.append((run, token_id))
+            self.wake()  # the writer marks it in its next round
+            return
         job = self.make_job(run, token_id)
         if job is None:
             self.blocked.append((run, token_id))
+            if self.writer.owner.shared:
+                self.wake()  # the next round gives the run back to engines that have it
             return
         self.inflight[(job.run_id, job.token_id)] = job
         if self._threads:
@@ -122,9 +136,47 @@ class Scheduler:
         else:
             self.ready.append(job)
 
+    def suspect(self, steps: list[tuple[RunState, str]]) -> None:
+        """Queue steps that may have been running when their engine process died."""
+        self.suspects.extend(steps)
+        if steps:
+            self.wake()
+
+    def _mark_suspects(self) -> None:
+        """Release suspect steps to free workers, each with a start marker in this checkpoint.
+
+        The marker (token field ``started`` = the attempt) is committed before the attempt is
+        dispatched, and only as many are released as workers are free (one at a time inline),
+        so a marked attempt is always running, never merely queued, when a process dies: the
+        next recovery counts it as crashed (:meth:`Writer.take_up`). Call under the writer lock.
+        """
+        free = max(self._workers, 1) - len(self.inflight)
+        writer = self.writer
+        while self.suspects and free > 0:
+            run, token_id = self.suspects.popleft()
+            token = run.tokens.get(token_id)
+            if (
+                token is None
+                or token["st"] != TokenState.READY
+                or writer.runs.get(run.run_id) is not run
+                or (run.run_id, token_id) in self.inflight
+            ):
+                continue
+            node = run.flow.nodes[token["node"]]
+            name = node.compensation if "comp" in token else node.activity
+            if (name or "") not in self.registry:
+                self.blocked.append((run, token_id))  # a blocked step is not marked: it waits
+                continue
+            cp = writer.checkpoint(run)
+            cp.set_token(token_id, started=token["att"])
+            cp.dispatch.append(token_id)
+            free -= 1
+
     def retry_blocked(self) -> None:
         """Queue steps whose activity has been registered since they became ready."""
-        blocked, self.blocked = self.blocked, []
+        blocked = list(self.blocked)
+        self.blocked.clear()
+        self.writer.owner.forget_back_off()  # runs given back: this process may have them now
         for run, token_id in blocked:
             token = run.tokens.get(token_id)
             if (
@@ -162,6 +214,7 @@ class Scheduler:
                 writer.fire_timer(due, run_id, token_id, kind)
             for command in commands:
                 command(writer)
+            self._mark_suspects()
             released = self._commit_with_retry()
             claimed = self._claim_round()
         self.release(released)
@@ -173,12 +226,55 @@ class Scheduler:
         return self.writer.owner.due_timers(self.clock.now(), self.batch_size)
 
     def _claim_round(self) -> list[tuple[RunState, str]]:
-        """Renew what this engine holds (when due), then take runs that nobody advances."""
+        """Give back runs blocked here (shared stores), renew what this engine holds (when
+        due), take runs that nobody advances, and hand out the steps of runs taken meanwhile."""
+        self._give_back_blocked()
         for run_id in self.writer.owner.renew(list(self.writer.runs)):
             self.writer.runs.pop(run_id, None)  # another engine holds it now
         # claim in modest chunks so that several engines share a burst of new runs
         room = min(max(self.batch_size - len(self.inflight), 0), self.claim_chunk)
-        return self.writer.claim_waiting_work(room)
+        ready, suspects = self.writer.claim_waiting_work(room) if room else ([], [])
+        # runs taken since the last round to fire a timer or run a command
+        runs = self.writer.runs
+        ready += [(r, t) for r, t in self.writer.adopted if runs.get(r.run_id) is r]
+        suspects += [(r, t) for r, t in self.writer.adopted_suspects if runs.get(r.run_id) is r]
+        self.writer.adopted, self.writer.adopted_suspects = [], []
+        self.suspects.extend(suspects)
+        if suspects:
+            self._mark_suspects()
+        if self.writer.pending:  # crashes recorded, start markers: durable before dispatch
+            ready += self._commit_with_retry().dispatch
+        return ready
+
+    def _give_back_blocked(self) -> None:
+        """Release the runs all of whose ready steps wait for an activity not registered in
+        this process, and claim them again only after a back-off, so that an engine that has
+        the activity takes them (shared stores; the only engine of a database keeps them).
+        Their wf_jobs rows say ``blocked`` meanwhile."""
+        owner = self.writer.owner
+        if not owner.shared or not self.blocked:
+            return
+        runs = self.writer.runs
+        blocked = {(run.run_id, t) for run, t in self.blocked if runs.get(run.run_id) is run}
+        stuck = [
+            run_id
+            for run_id in {run_id for run_id, _ in blocked}
+            if all(
+                (run_id, t) in blocked
+                for t, tok in runs[run_id].tokens.items()
+                if tok["st"] == TokenState.READY
+            )
+        ]
+        if not stuck:
+            return
+        self.writer.dirty.update(stuck)
+        self.writer.flush_summaries()
+        owner.back_off(stuck)
+        gone = set(stuck)
+        for run_id in stuck:
+            runs.pop(run_id, None)
+        self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in gone]
+        log.info("runs given back (activities not registered here): %s", ", ".join(stuck))
 
     def _commit_with_retry(self) -> Released:
         delay = 0.05
@@ -217,11 +313,13 @@ class Scheduler:
         self.retry_blocked()
         while True:
             if not self.ready:
-                self.process([])  # fire due timers; take runs nobody advances (shared stores)
+                self.process([])  # fire due timers, take free runs, release a suspect step
             jobs = [self.ready.popleft() for _ in range(min(self.batch_size, len(self.ready)))]
             now = self.clock.now()
             due = self._next_due()
             if not jobs and self.claimed:
+                continue
+            if not jobs and self._releasable():
                 continue
             if not jobs and (due is None or due > now):
                 if deadline is None or due is None or self.clock.manual:
@@ -254,6 +352,7 @@ class Scheduler:
             raise UsageError("workers are already running; call engine.stop() first")
         if threads < 1:
             raise UsageError(f"threads must be 1 or more, got {threads}")
+        self._workers = threads
         for _ in range(threads):
             self._threads.append(
                 threading.Thread(target=self._work, name="wfkit-worker", daemon=True)
@@ -273,6 +372,7 @@ class Scheduler:
         if not self._threads:
             return
         workers = [t for t in self._threads if t.name == "wfkit-worker"]
+        self._unqueue()  # jobs not started stay for later: the workers stop after their attempts
         for _ in workers:
             self._jobs.put(_STOP)
         for t in workers:
@@ -281,23 +381,28 @@ class Scheduler:
         for t in self._threads:
             t.join(timeout)
         self._threads = []
-        while True:  # jobs not started go back to the inline queue
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            if job is not _STOP:
-                self.ready.append(job)
+        self._workers = 0
+        self._unqueue()
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
         self.writer.flush_summaries()
         self.release_all()
 
+    def _unqueue(self) -> None:
+        """Jobs not started go back to the inline queue."""
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not _STOP:
+                self.ready.append(job)
+
     def release_all(self) -> None:
         """Give back every run held here, so other engines take them at once (shared stores)."""
         owner = self.writer.owner
-        if not owner.hands_back_woken():
+        if not owner.shared:
             return  # the only engine of its database keeps its runs until it closes
         with self.writer.lock:
             held = list(self.writer.runs)
@@ -306,6 +411,14 @@ class Scheduler:
             self.writer.runs.clear()
             self.ready.clear()
             self.inflight.clear()
+            self.suspects.clear()
+            self.writer.adopted, self.writer.adopted_suspects = [], []
+
+    def attempts_running(self) -> set[tuple[str, str]]:
+        """(run, token) of attempts started and not ended (after :meth:`stop`: those that did
+        not end in time)."""
+        queued = {(job.run_id, job.token_id) for job in self.ready}
+        return {key for key in self.inflight if key not in queued}
 
     @property
     def running(self) -> bool:
@@ -388,7 +501,15 @@ class Scheduler:
         due = self._next_due()
         with self._rounds:
             busy = self._processing or self.inflight or self.ready
-        return not busy and (due is None or due > self.clock.now())
+        return not busy and not self._releasable() and (due is None or due > self.clock.now())
+
+    def _releasable(self) -> bool:
+        """True when suspect steps wait for a marker (a blocked one never becomes ready)."""
+        return any(
+            run.tokens.get(t, {}).get("st") == TokenState.READY
+            and self.writer.runs.get(run.run_id) is run
+            for run, t in self.suspects
+        )
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until the workers are idle (or ``timeout`` passes); True when idle."""

@@ -44,6 +44,9 @@ class RunState:
     # the end waiting for attempts in flight to stop (key "run"; see engine/drains.py)
     ending: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
+    # restored from the snapshot an engine wrote as it closed, with nothing running: its ready
+    # steps were only queued (not suspects of a crash); any later checkpoint clears it
+    closed: bool = False
     _data_json: str | None = field(default=None, repr=False)
     _outputs_json: str | None = field(default=None, repr=False)
     # changes since the last checkpoint
@@ -126,14 +129,20 @@ class RunState:
 
     # --- snapshots and replay -----------------------------------------------------------------
 
-    def snapshot(self) -> str:
-        """The whole cursor (not the data) as JSON text, stored on the run's summary row."""
+    def snapshot(self, *, closed: bool = False) -> str:
+        """The whole cursor (not the data) as JSON text, stored on the run's summary row.
+
+        ``closed`` flags the snapshot an engine writes as it closes with no attempt of the run
+        running (see :attr:`closed`).
+        """
+        extra = {"closed": True} if closed else {}
         return json.dumps(
             {
                 "status": self.status,
                 "error": self.error,
                 "counter": self.counter,
                 **{kind: getattr(self, kind) for kind in _MAPS},
+                **extra,
             },
             separators=(",", ":"),
         )
@@ -147,12 +156,14 @@ class RunState:
         if state:
             raw = json.loads(state)
             run.status, run.error, run.counter = raw["status"], raw.get("error"), raw["counter"]
+            run.closed = bool(raw.get("closed"))
             for kind in _MAPS:
                 setattr(run, kind, raw.get(kind) or {})
         return run
 
     def replay(self, seq: int, delta: str | None, patch: str | None) -> None:
         """Fold one logged checkpoint row into the state (no code runs)."""
+        self.closed = False  # advanced after the snapshot was written
         if patch:
             jsonpatch.apply_patch(self.data, json.loads(patch), in_place=True)
             self.data_version += 1

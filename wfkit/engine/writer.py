@@ -28,11 +28,11 @@ from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.ownership import Ownership, SoleOwnership
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import IN_FLIGHT, TokenState
+from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
 
-__all__ = ["Released", "Writer"]
+__all__ = ["Released", "Writer", "crash_error"]
 
 log = logging.getLogger("wfkit.engine")
 
@@ -72,6 +72,8 @@ class Writer:
         # shared with the scheduler, read when summaries are written
         self.inflight: dict[tuple[str, str], Any] = {}
         self.heartbeats: dict[tuple[str, str], datetime] = {}
+        # steps ready whose activity is not registered in this process (the scheduler's list)
+        self.blocked: list[tuple[RunState, str]] = []
         # (name, key) of signals posted before their wait: only these waits query the table
         self.posted = {(n, k) for n, k in store.query("posted_keys")}
         self._taken: list[str] = []
@@ -79,6 +81,9 @@ class Writer:
         self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
         # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
         self.drain_timeout = timedelta(seconds=60)
+        # ready steps of runs taken for a timer or a command, for the scheduler's next round
+        self.adopted: list[tuple[RunState, str]] = []
+        self.adopted_suspects: list[tuple[RunState, str]] = []
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -128,7 +133,8 @@ class Writer:
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        if not self.owner.claim(run_id):
+        claimed = self.owner.claim(run_id)
+        if claimed is None:
             if not self.store.query("run_row", [run_id]):
                 return None
             raise RunBusy(run_id)
@@ -136,31 +142,39 @@ class Writer:
         if run is not None:
             self.runs[run_id] = run
             self._abandon_orphans(run)
+            # its ready steps are dispatched by the scheduler's next round
+            steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
+            if claimed:  # taken from an engine that died: they may have been running
+                self.adopted_suspects += self.take_up(steps)
+            else:
+                self.adopted += steps
         return run
 
-    def claim_waiting_work(self, limit: int) -> list[tuple[RunState, str]]:
-        """Shared store: take runs nobody advances (new ones, or their owner died); return
-        their steps to dispatch."""
-        claimed: list[RunState] = []
-        orphans = False
-        for run_id in self.owner.claim_free(limit):
+    def claim_waiting_work(
+        self, limit: int
+    ) -> tuple[list[tuple[RunState, str]], list[tuple[RunState, str]]]:
+        """Take runs nobody advances (shared stores: new ones, or their owner died).
+
+        Returns the steps to dispatch and the *suspect* steps: those ready in a run whose owner
+        died, which may have been running then (see :meth:`take_up`). Crashes found, and the
+        ends of runs whose drain the dead owner left, are in the batch, to be committed.
+        """
+        ready: list[tuple[RunState, str]] = []
+        suspects: list[tuple[RunState, str]] = []
+        for run_id, orphaned in self.owner.claim_free(limit):
             if run_id in self.runs:
                 continue
             run = self.get_run(run_id)
             if run is None:
                 continue
             self.runs[run_id] = run
-            claimed.append(run)
-            orphans = self._abandon_orphans(run) or orphans
-        if orphans:
-            self.commit()  # the ends they waited for are durable before any step goes out
-        return [
-            (run, t)
-            for run in claimed
-            if self.runs.get(run.run_id) is run
-            for t, tok in run.tokens.items()
-            if tok["st"] == "ready"
-        ]
+            self._abandon_orphans(run)
+            steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
+            if orphaned:
+                suspects += self.take_up(steps)
+            else:
+                ready += steps
+        return ready, suspects
 
     def _abandon_orphans(self, run: RunState) -> bool:
         """A run taken up again whose tokens were cancelling: their attempts stopped with the
@@ -173,6 +187,81 @@ class Writer:
         if orphans:
             drains.abandon(self.checkpoint(run), orphans)
         return bool(orphans)
+
+    def mark_closed(self, running: set[tuple[str, str]]) -> None:
+        """The engine closes: flag the snapshots of the runs held here that have no attempt
+        running, so that reopening dispatches their ready steps as usual (not as suspects)."""
+        with self.lock:
+            now = self.now()
+            rows = []
+            for run in self.runs.values():
+                if any((run.run_id, t) in running for t in run.tokens):
+                    continue
+                status, data, _, seq, error, at, ended, run_id = self._summary(run, now)
+                rows.append(
+                    (status, data, run.snapshot(closed=True), seq, error, at, ended, run_id)
+                )
+            if rows:
+                self.store.write([Statement("update_instance", rows)])
+
+    def reopened(self, runs: Iterable[RunState]) -> None:
+        """Clear the close flag of runs taken up again (a crash from now on is not clean)."""
+        rows = []
+        now = self.now()
+        for run in runs:
+            run.closed = False
+            rows.append(self._summary(run, now))
+        if rows:
+            self.store.write([Statement("update_instance", rows)])
+
+    def take_up(self, steps: list[tuple[RunState, str]]) -> list[tuple[RunState, str]]:
+        """Steps ready in runs whose engine process died: record the crashes, return suspects.
+
+        A step whose current attempt carries the durable start marker (``started``, written
+        just before a suspect attempt is dispatched) was running when the process died: it is
+        recorded ``step.crashed`` and the crash counts as a failed attempt (retried, or failed
+        for good when its attempts are spent). The other ready steps may have been running or
+        only queued: they are returned as suspects, not counted, and dispatched with a marker.
+        """
+        suspects: list[tuple[RunState, str]] = []
+        for run, token_id in steps:
+            token = run.tokens.get(token_id)
+            if token is None or token["st"] != TokenState.READY:
+                continue
+            if token.get("started") != token["att"]:
+                suspects.append((run, token_id))
+                continue
+            now = self.now()
+            error = crash_error(token["att"], token["node"])
+            if "comp" in token:  # a compensation counts it as one of its failed attempts
+                self.checkpoint(run).event(
+                    EventKind.STEP_CRASHED,
+                    token["node"],
+                    token_id,
+                    attempt=token["att"],
+                    error=error,
+                    detail={"compensation": run.saga.get(token["entry"], {}).get("comp")},
+                )
+            self.apply_result(
+                AttemptResult(
+                    run.run_id,
+                    token_id,
+                    token["node"],
+                    token["att"],
+                    now,
+                    now,
+                    ok=False,
+                    error=error,
+                    base_version=run.data_version,
+                    crashed=True,
+                )
+            )
+        return suspects
+
+    @property
+    def pending(self) -> bool:
+        """True when checkpoints wait in the batch for the next commit."""
+        return bool(self._batch)
 
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
@@ -362,7 +451,10 @@ class Writer:
             elif run.status != RunStatus.RUNNING.value:
                 updates.rows.append(self._summary(run, cp.now))
                 self.dirty.discard(run.run_id)
-                if run.status != RunStatus.RUNNING.value and run.run_id in self._jobs_rows:
+                # on a shared store another engine may have written its rows (e.g. blocked)
+                if run.status != RunStatus.RUNNING.value and (
+                    self.owner.shared or run.run_id in self._jobs_rows
+                ):
                     self._jobs_rows.discard(run.run_id)
                     gone.rows.append((run.run_id,))
             else:
@@ -428,7 +520,7 @@ class Writer:
             run = cp.run
             released.changed.add(run.run_id)
             released.cancel += [(run.run_id, t) for t in cp.cancel]
-            if self.owner.hands_back_woken() and (run.run_id in new_runs or cp.woke):
+            if self.owner.shared and (run.run_id in new_runs or cp.woke):
                 # a new or resumed run on a shared store: whichever engine claims it runs it
                 self.runs.pop(run.run_id, None)
                 self.dirty.discard(run.run_id)
@@ -456,11 +548,14 @@ class Writer:
             if not runs:
                 return
             jobs = Statement("insert_job")
+            blocked = {(run.run_id, token_id) for run, token_id in self.blocked}
             for run in runs:
                 for token_id, t in run.tokens.items():
                     if t["st"] in ("ready", "running", "retry"):
                         key = (run.run_id, token_id)
                         status = "running" if key in self.inflight else t["st"]
+                        if key in blocked:
+                            status = NodeStatus.BLOCKED.value
                         beat = self.heartbeats.get(key)
                         jobs.rows.append(
                             (run.run_id, token_id, t["node"], status, t["att"], t["li"], now, beat)
@@ -474,3 +569,11 @@ class Writer:
                 ]
             )
             self._jobs_rows |= {row[0] for row in jobs.rows}
+
+
+def crash_error(attempt: int, node_id: str) -> str:
+    """The error of an attempt its engine process did not survive."""
+    return (
+        f"the engine process died during attempt {attempt} of {node_id!r} (killed, out of "
+        "memory, os._exit or a crash in native code)"
+    )

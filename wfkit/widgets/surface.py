@@ -34,6 +34,8 @@ STATUS_CLASSES = (
     "running",
     "waiting",
     "retrying",
+    "blocked",
+    "compensating",
     "compensated",
     "skipped",
     "problem",

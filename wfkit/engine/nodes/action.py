@@ -12,6 +12,7 @@ from wfkit.engine.loops import loop_detail, loop_path
 from wfkit.engine.merge import merge_result
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.outputs import record_output
+from wfkit.engine.vocabulary import EventKind
 
 
 @handles(NodeKind.ACTION)
@@ -59,7 +60,7 @@ class Action(NodeHandler):
             delay = node.policy.delay_before(result.attempt + 1)
             info["retry_in_s"] = round(delay.total_seconds(), 3)
         cp.event(
-            "step.failed",
+            EventKind.STEP_CRASHED if result.crashed else EventKind.STEP_FAILED,
             node_id,
             token_id,
             attempt=result.attempt,

@@ -200,20 +200,29 @@ SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id 
 -- died) that have work; `claim_run` takes one run for a signal, timer or operator command.
 
 -- name: claim_runs
-UPDATE wf_instances SET owner = ?, lease_until = ?
-WHERE run_id IN (
-    SELECT run_id FROM wf_instances
+-- Also says whether the run had an owner (whose lease ran out: its process died, so the steps
+-- it had started may have crashed with it); skips the runs this engine backs off from.
+WITH free AS (
+    SELECT run_id, owner FROM wf_instances
     WHERE status IN ('pending', 'running', 'compensating')
       AND (owner IS NULL OR lease_until < ?)
+      AND NOT (run_id = ANY(?))
     ORDER BY updated_at
     LIMIT ?
     FOR UPDATE SKIP LOCKED)
-RETURNING run_id;
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?
+FROM free WHERE i.run_id = free.run_id
+RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?;
 
 -- name: claim_run
-UPDATE wf_instances SET owner = ?, lease_until = ?
-WHERE run_id = ? AND (owner IS NULL OR owner = ? OR lease_until < ?)
-RETURNING run_id;
+-- Also says whether the run was taken from another owner whose lease ran out (see claim_runs).
+WITH one AS (
+    SELECT run_id, owner FROM wf_instances
+    WHERE run_id = ? AND (owner IS NULL OR owner = ? OR lease_until < ?)
+    FOR UPDATE)
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?
+FROM one WHERE i.run_id = one.run_id
+RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 
 -- name: renew_leases
 UPDATE wf_instances SET lease_until = ? WHERE owner = ? AND run_id = ANY(?);
