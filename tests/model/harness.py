@@ -115,7 +115,7 @@ def _differences(case: Case, engine: wf.Engine, run: wf.Run, model: Model,
     return diffs
 
 
-def check(case: Case, target: Any) -> list[str]:
+def check(case: Case, target: Any, stats: Counter[str] | None = None) -> list[str]:
     """Run ``case`` on an engine over ``target`` (path or URL) and on the model; diff them."""
     calls: list[Call] = []
     clock = wf.ManualClock(START)
@@ -144,6 +144,10 @@ def check(case: Case, target: Any) -> list[str]:
                     f"model {model.status!r}"
                 )
                 break
+        if stats is not None:
+            stats[model.status] += 1
+            stats["with compensations"] += bool(model.compensated)
+            stats["with for_each cells"] += any(c[3] for c in model.calls)
         return diffs + _differences(case, engine, run, model, calls)
     finally:
         engine.close()

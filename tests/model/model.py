@@ -388,6 +388,7 @@ class Model:
         self.fire_timers()
         while self.ready:
             batch, self.ready = self.ready, []
+            batch = [t for t in batch if t in self.tokens and self.tokens[t].state == "ready"]
             started = [(tid, self.tokens[tid].attempt, self.attempt(tid)) for tid in batch]
             self.in_round = {tid for tid, _, _ in started}
             for tid, attempt, result in started:

@@ -82,7 +82,7 @@ def _action(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int, **policy: A
                                                   "retry_delay": 0, "jitter": 0})
         c.compensations.append(node)
         c.plan.comp_profiles[node] = draw(st.sampled_from(("ok", "ok", "ok", "flaky", "fail")))
-    choice = draw(st.sampled_from(("none", "none", "suspend", "terminate", "failed", "fallback")))
+    choice = draw(st.sampled_from(("none",) * 4 + ("suspend", "terminate", "failed", "fallback")))
     if choice in ("suspend", "terminate"):
         b.on_failure(choice)
     elif choice == "failed" and depth < 3:
@@ -104,7 +104,7 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
         kinds = [k for k in kinds if k not in ("wait", "approval", "loop")]
     if where["each"] >= 2 or where["flat_each"]:
         kinds = [k for k in kinds if k != "for_each"]
-    kind = draw(st.sampled_from(kinds))
+    kind = draw(st.sampled_from(kinds + ["action"] * 2 * where["saga"]))
     sub = lambda lo, hi, **w: lambda s: _blocks(c, s, {**where, **w}, depth + 1, lo, hi)  # noqa: E731
     optional = lambda lo, hi, **w: sub(lo, hi, **w) if draw(st.booleans()) else None  # noqa: E731
     if kind == "action":
