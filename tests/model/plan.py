@@ -16,7 +16,7 @@ Kind = Literal["ok", "fail", "fallback"]
 Path = tuple[int, ...]
 
 # per-node behaviours a generated plan picks from
-PROFILES = ("ok", "ok", "flaky", "fail", "fallback", "mixed")
+PROFILES = ("ok",) * 5 + ("flaky", "flaky", "fail", "fallback", "mixed")
 
 
 def cell_key(node: str, path: Path) -> str:

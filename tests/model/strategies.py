@@ -71,18 +71,21 @@ def _policy(draw: Any) -> dict[str, Any]:
     return {"max_attempts": draw(st.integers(1, 3)), "retry_delay": delay, "jitter": 0}
 
 
-def _action(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int, **policy: Any) -> str:
+def _action(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int, profile: str | None = None,
+            **policy: Any) -> str:
     draw = c.draw
     node = c.name("s")
     c.activities.append(node)
-    c.plan.profiles[node] = draw(st.sampled_from(PROFILES))
+    c.plan.profiles[node] = profile or draw(st.sampled_from(PROFILES))
     b.then(node, id=node, **_policy(draw), **policy)
     if where["saga"] and draw(st.booleans()):
         b.compensate_with("undo." + node, policy={"max_attempts": draw(st.integers(1, 2)),
                                                   "retry_delay": 0, "jitter": 0})
         c.compensations.append(node)
         c.plan.comp_profiles[node] = draw(st.sampled_from(("ok", "ok", "ok", "flaky", "fail")))
-    choice = draw(st.sampled_from(("none",) * 4 + ("suspend", "terminate", "failed", "fallback")))
+    choice = "none" if profile else draw(
+        st.sampled_from(("none",) * 4 + ("suspend", "terminate", "failed", "fallback"))
+    )
     if choice in ("suspend", "terminate"):
         b.on_failure(choice)
     elif choice == "failed" and depth < 3:
@@ -146,7 +149,14 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
                    on_expire=optional(0, 1) if timeout else None)
     elif kind == "saga":
         policy = draw(st.sampled_from(("unwind", "keep"))) if where["saga"] else None
-        b.saga(sub(1, 3, saga=True), policy=policy)
+        ends_badly = draw(st.booleans())
+
+        def body(s: wf.Steps) -> None:
+            _blocks(c, s, {**where, "saga": True}, depth + 1, 1, 3)
+            if ends_badly:  # a saga whose last step fails for good unwinds
+                _action(c, s, {**where, "saga": True}, depth, profile="fail")
+
+        b.saga(body, policy=policy)
     else:  # a loop back to an action, bounded by max_visits
         head = _action(c, b, where, depth, max_visits=draw(st.integers(2, 3)))
         rounds = draw(st.integers(1, 4))
@@ -166,8 +176,8 @@ def cases(draw: Any, case_no: int = 0) -> Case:
     flow = wf.Workflow(f"model-{case_no}", version=1).start_with()
     _blocks(c, flow, {"saga": False, "each": 0, "flat_each": False}, 0, 1, 4)
     flow.check(registry=None)
-    xs = draw(st.lists(st.integers(0, 9), max_size=3))
-    xss = draw(st.lists(st.lists(st.integers(0, 9), max_size=2), max_size=2))
+    xs = draw(st.lists(st.integers(0, 9), min_size=1, max_size=3))
+    xss = draw(st.lists(st.lists(st.integers(0, 9), max_size=2), min_size=1, max_size=2))
     data = {"key": f"k{case_no}", "fa": draw(st.booleans()), "fb": draw(st.booleans()),
             "xs": xs, "xss": xss, "w": {}, "n": {}}
     event = st.one_of(
@@ -180,4 +190,5 @@ def cases(draw: Any, case_no: int = 0) -> Case:
         st.tuples(st.just("recover"), st.sampled_from(("retry", "skip", "abandon"))),
     )
     schedule = draw(st.lists(event, max_size=8))
+    schedule += [("advance", 30), ("signal", 0), ("approve", 0, True)] * draw(st.integers(0, 3))
     return Case(flow, data, plan, schedule, c.activities, c.compensations, c.waits)
