@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from tests.model.harness import check, database  # noqa: E402
-from tests.model.strategies import Case, cases  # noqa: E402
+from tests.model.harness import check, database
+from tests.model.strategies import Case, cases
 
 
 def soak(examples: int, backend: str, start_seed: int, shrink: bool, show: int) -> int:
@@ -47,15 +47,27 @@ def soak(examples: int, backend: str, start_seed: int, shrink: bool, show: int) 
                 diffs = check(case, fresh(), stats)
             except Exception:
                 diffs = ["the harness raised:\n" + traceback.format_exc()]
-            done = sum(stats[s] for s in ("completed", "failed", "waiting", "suspended",
-                                         "compensating", "running", "cancelled"))
+            done = sum(
+                stats[s]
+                for s in (
+                    "completed",
+                    "failed",
+                    "waiting",
+                    "suspended",
+                    "compensating",
+                    "running",
+                    "cancelled",
+                )
+            )
             if done % 100 == 0:
-                print(f"  {backend}: {done} cases, {len(found)} disagreeing, "
-                      f"{time.monotonic() - began:.0f} s", flush=True)
-            if diffs:
-                if not shrink:
-                    found.append((case, diffs))
-                assert not diffs, case.describe() + "\n" + "\n".join(diffs)
+                print(
+                    f"  {backend}: {done} cases, {len(found)} disagreeing, "
+                    f"{time.monotonic() - began:.0f} s",
+                    flush=True,
+                )
+            if diffs and not shrink:
+                found.append((case, diffs))
+            assert not (diffs and shrink), case.describe() + "\n" + "\n".join(diffs)
 
         try:
             run()
@@ -66,8 +78,10 @@ def soak(examples: int, backend: str, start_seed: int, shrink: bool, show: int) 
     for case, diffs in found[:show]:
         print(f"--- disagreement on {backend} (seed {start_seed}):\n{case.describe()}")
         print("\n".join(diffs))
-    print(f"{backend}: {examples} cases in {time.monotonic() - began:.0f} s; final statuses "
-          f"{dict(stats)}; {len(found)} disagreeing")
+    print(
+        f"{backend}: {examples} cases in {time.monotonic() - began:.0f} s; final statuses "
+        f"{dict(stats)}; {len(found)} disagreeing"
+    )
     return len(found)
 
 

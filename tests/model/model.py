@@ -14,13 +14,13 @@ from typing import Any
 
 import networkx as nx
 
+from tests.model.plan import Call, Path, Plan, Result, compensation_result, step_result
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.graph import saga_specs
 from wfkit.definition.kinds import Node
 from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
 from wfkit.definition.workflow import Workflow
 from wfkit.errors import ExpressionError
-from tests.model.plan import Call, Path, Plan, Result, compensation_result, step_result
 
 Cell = tuple[tuple[int, int], ...]  # (frame id, index) of every enclosing frame, outermost first
 
@@ -639,7 +639,7 @@ class Model:
 
     @property
     def suspended_on(self) -> str | None:
-        """"step" or "compensation" when the run waits for an operator."""
+        """ "step" or "compensation" when the run waits for an operator."""
         for tok in self.tokens.values():
             if tok.state == "suspended" and self.status == "suspended":
                 return "compensation" if tok.entry is not None else "step"

@@ -2,7 +2,8 @@
 
 A case is a workflow, its input, a :class:`~tests.model.plan.Plan` and a schedule of external
 events. Node ids are short and unique (``s1`` actions, ``d1`` decisions by activity, ``w1``
-waits, ``a1`` approvals); every activity is named after its node, every compensation ``undo.<node>``.
+waits, ``a1`` approvals); every activity is named after its node, every compensation
+``undo.<node>``.
 Waits and approvals stay outside for_each bodies (their bookmarks would share a name and key).
 """
 
@@ -62,8 +63,19 @@ class _Ctx:
         return f"{prefix}{self.counter}"
 
 
-_KINDS = ("action", "action", "if", "decide", "parallel", "for_each", "delay", "wait",
-          "approval", "saga", "loop")
+_KINDS = (
+    "action",
+    "action",
+    "if",
+    "decide",
+    "parallel",
+    "for_each",
+    "delay",
+    "wait",
+    "approval",
+    "saga",
+    "loop",
+)
 
 
 def _policy(draw: Any) -> dict[str, Any]:
@@ -71,20 +83,30 @@ def _policy(draw: Any) -> dict[str, Any]:
     return {"max_attempts": draw(st.integers(1, 3)), "retry_delay": delay, "jitter": 0}
 
 
-def _action(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int, profile: str | None = None,
-            **policy: Any) -> str:
+def _action(
+    c: _Ctx,
+    b: wf.Steps,
+    where: dict[str, Any],
+    depth: int,
+    profile: str | None = None,
+    **policy: Any,
+) -> str:
     draw = c.draw
     node = c.name("s")
     c.activities.append(node)
     c.plan.profiles[node] = profile or draw(st.sampled_from(PROFILES))
     b.then(node, id=node, **_policy(draw), **policy)
     if where["saga"] and draw(st.booleans()):
-        b.compensate_with("undo." + node, policy={"max_attempts": draw(st.integers(1, 2)),
-                                                  "retry_delay": 0, "jitter": 0})
+        b.compensate_with(
+            "undo." + node,
+            policy={"max_attempts": draw(st.integers(1, 2)), "retry_delay": 0, "jitter": 0},
+        )
         c.compensations.append(node)
         c.plan.comp_profiles[node] = draw(st.sampled_from(("ok", "ok", "ok", "flaky", "fail")))
-    choice = "none" if profile else draw(
-        st.sampled_from(("none",) * 4 + ("suspend", "terminate", "failed", "fallback"))
+    choice = (
+        "none"
+        if profile
+        else draw(st.sampled_from(("none",) * 4 + ("suspend", "terminate", "failed", "fallback")))
     )
     if choice in ("suspend", "terminate"):
         b.on_failure(choice)
@@ -113,8 +135,11 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
     if kind == "action":
         _action(c, b, where, depth)
     elif kind == "if":
-        b.if_(draw(st.sampled_from(("fa", "fb", "not fa"))), then=optional(1, 2),
-              otherwise=optional(1, 2))
+        b.if_(
+            draw(st.sampled_from(("fa", "fb", "not fa"))),
+            then=optional(1, 2),
+            otherwise=optional(1, 2),
+        )
     elif kind == "decide":
         node = c.name("d")
         c.activities.append(node)
@@ -124,29 +149,40 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
         b.with_policy(max_attempts=2, retry_delay=0, jitter=0)
     elif kind == "parallel":
         n = draw(st.integers(1, 3))
-        b.parallel(*[sub(1, 2) for _ in range(n)], join=_join(draw, n),
-                   on_partial=optional(0, 1))
+        b.parallel(*[sub(1, 2) for _ in range(n)], join=_join(draw, n), on_partial=optional(0, 1))
     elif kind == "for_each":
         nested = draw(st.booleans()) and not where["each"]
         items = "item" if where["each"] else ("xss" if nested else "xs")
-        b.for_each(items, sub(1, 2, each=where["each"] + 1, flat_each=not nested and
-                              not where["each"]),
-                   max_parallelism=draw(st.sampled_from((None, 1, 2))),
-                   join=_join(draw, 2), on_partial=optional(0, 1))
+        b.for_each(
+            items,
+            sub(1, 2, each=where["each"] + 1, flat_each=not nested and not where["each"]),
+            max_parallelism=draw(st.sampled_from((None, 1, 2))),
+            join=_join(draw, 2),
+            on_partial=optional(0, 1),
+        )
     elif kind == "delay":
         b.delay(f"{draw(st.sampled_from((5, 20)))}s")
     elif kind == "wait":
         node = c.name("w")
         c.waits.append(node)
         timeout = draw(st.sampled_from((None, "20s")))
-        b.wait_for_signal(node, correlate="key", bind={"v": "got_" + node}, timeout=timeout,
-                          on_timeout=optional(1, 1) if timeout else None)
+        b.wait_for_signal(
+            node,
+            correlate="key",
+            bind={"v": "got_" + node},
+            timeout=timeout,
+            on_timeout=optional(1, 1) if timeout else None,
+        )
     elif kind == "approval":
         node = c.name("a")
         c.approvals.append(node)
         timeout = draw(st.sampled_from((None, "20s")))
-        b.approval(node, timeout=timeout, on_reject=optional(0, 1),
-                   on_expire=optional(0, 1) if timeout else None)
+        b.approval(
+            node,
+            timeout=timeout,
+            on_reject=optional(0, 1),
+            on_expire=optional(0, 1) if timeout else None,
+        )
     elif kind == "saga":
         policy = draw(st.sampled_from(("unwind", "keep"))) if where["saga"] else None
         ends_badly = draw(st.booleans())
@@ -178,8 +214,15 @@ def cases(draw: Any, case_no: int = 0) -> Case:
     flow.check(registry=None)
     xs = draw(st.lists(st.integers(0, 9), min_size=1, max_size=3))
     xss = draw(st.lists(st.lists(st.integers(0, 9), max_size=2), min_size=1, max_size=2))
-    data = {"key": f"k{case_no}", "fa": draw(st.booleans()), "fb": draw(st.booleans()),
-            "xs": xs, "xss": xss, "w": {}, "n": {}}
+    data = {
+        "key": f"k{case_no}",
+        "fa": draw(st.booleans()),
+        "fb": draw(st.booleans()),
+        "xs": xs,
+        "xss": xss,
+        "w": {},
+        "n": {},
+    }
     event = st.one_of(
         st.tuples(st.just("advance"), st.sampled_from((5, 15, 30))),
         st.tuples(st.just("signal"), st.integers(0, 9)),
