@@ -170,7 +170,6 @@ class Model:
             self.leave(tid, "next")
             return
         if node.kind == "approval" and outlet in ("rejected", "expired"):
-            self.events.append(("path.ended", tok.node))
             out = self.outputs.get(tok.node, {})
             error = (
                 f"approval {tok.node!r} was rejected by {out.get('actor')}: {out.get('comment')}"

@@ -25,6 +25,7 @@ settings.register_profile(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
+    derandomize=True,  # the same cases on every run of `make test`; the soak explores
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
