@@ -8,6 +8,7 @@ engine and the model agree.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections import Counter
@@ -62,7 +63,7 @@ def registry_for(case: Case, calls: list[Call]) -> wf.ActivityRegistry:
     def undo(ctx: wf.ActivityContext[Any]) -> None:
         path = loop_path(ctx)
         seen = ctx.outputs.get(ctx.node_id)
-        calls.append(("comp", ctx.node_id, ctx.attempt, path, seen))
+        calls.append(("comp", ctx.node_id, ctx.attempt, path, json.dumps(seen, sort_keys=True)))
         result = compensation_result(plan, ctx.node_id, ctx.attempt, path, seen)
         if result.kind != "ok":
             raise RuntimeError(f"undo {ctx.node_id} fails (attempt {ctx.attempt})")

@@ -8,6 +8,7 @@ simulated by :mod:`tests.model.plan`, the same functions the engine's test activ
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -400,7 +401,8 @@ class Model:
         path = self.path(tok.cell)
         if tok.entry is not None:
             entry = self.saga[tok.entry]
-            self.calls.append(("comp", tok.node, tok.attempt, entry.path, entry.output))
+            seen = json.dumps(entry.output, sort_keys=True)
+            self.calls.append(("comp", tok.node, tok.attempt, entry.path, seen))
             return compensation_result(self.plan, tok.node, tok.attempt, entry.path, entry.output)
         self.calls.append(("step", tok.node, tok.attempt, path, None))
         return step_result(self.plan, tok.node, tok.attempt, path, copy.deepcopy(self.data))

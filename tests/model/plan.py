@@ -95,4 +95,5 @@ def compensation_result(plan: Plan, node: str, attempt: int, path: Path, seen: A
 
 
 Call = tuple[str, str, int, Path, Any]
-"""An activity call: ("step"|"comp", node, attempt, loop path, output seen by a compensation)."""
+"""An activity call: ("step"|"comp", node, attempt, loop path, JSON of the output a
+compensation was shown as ``ctx.outputs[ctx.node_id]``, None for a step)."""
