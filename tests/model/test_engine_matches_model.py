@@ -2,7 +2,7 @@
 reference model (tests/model/model.py), end with the same status, data document, outputs,
 compensation order and multiset of activity calls, on DuckDB and on PostgreSQL.
 
-``WFKIT_MODEL_EXAMPLES`` sets the examples per backend (default 100); ``scripts/soak_model.py``
+``WFKIT_MODEL_EXAMPLES`` sets the examples per backend (default 150); ``scripts/soak_model.py``
 runs thousands.
 """
 
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.model.harness import check, database
 from tests.model.strategies import Case, cases
 
-EXAMPLES = int(os.environ.get("WFKIT_MODEL_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("WFKIT_MODEL_EXAMPLES", "150"))
 
 settings.register_profile(
     "model",
