@@ -78,6 +78,11 @@ def soak(examples: int, backend: str, start_seed: int, shrink: bool, show: int) 
     for case, diffs in found[:show]:
         print(f"--- disagreement on {backend} (seed {start_seed}):\n{case.describe()}")
         print("\n".join(diffs))
+    kinds = Counter(
+        " + ".join(sorted({d.split(":")[0].split(" (")[0] for d in diffs})) for _, diffs in found
+    )
+    for kind, count in kinds.most_common():
+        print(f"  {count} cases differ in {kind}")
     print(
         f"{backend}: {examples} cases in {time.monotonic() - began:.0f} s; final statuses "
         f"{dict(stats)}; {len(found)} disagreeing"
