@@ -78,9 +78,7 @@ def soak(examples: int, backend: str, start_seed: int, shrink: bool, show: int) 
     for case, diffs in found[:show]:
         print(f"--- disagreement on {backend} (seed {start_seed}):\n{case.describe()}")
         print("\n".join(diffs))
-    kinds = Counter(
-        " + ".join(sorted({d.split(":")[0].split(" (")[0] for d in diffs})) for _, diffs in found
-    )
+    kinds = Counter(" + ".join(sorted({_what(d) for d in diffs})) for _, diffs in found)
     for kind, count in kinds.most_common():
         print(f"  {count} cases differ in {kind}")
     print(
@@ -88,6 +86,13 @@ def soak(examples: int, backend: str, start_seed: int, shrink: bool, show: int) 
         f"{dict(stats)}; {len(found)} disagreeing"
     )
     return len(found)
+
+
+def _what(diff: str) -> str:
+    """What a difference is about: status, data, outputs, compensations or calls."""
+    if diff.startswith("after event"):
+        return "status during the schedule"
+    return diff.split(":")[0].split(" (")[0]
 
 
 def main() -> int:
