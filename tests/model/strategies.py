@@ -74,6 +74,7 @@ _KINDS = (
     "wait",
     "approval",
     "saga",
+    "saga",
     "loop",
 )
 
@@ -96,7 +97,7 @@ def _action(
     c.activities.append(node)
     c.plan.profiles[node] = profile or draw(st.sampled_from(PROFILES))
     b.then(node, id=node, **_policy(draw), **policy)
-    if where["saga"] and draw(st.booleans()):
+    if where["saga"] and draw(st.integers(0, 3)):  # three in four saga steps are compensable
         b.compensate_with(
             "undo." + node,
             policy={"max_attempts": draw(st.integers(1, 2)), "retry_delay": 0, "jitter": 0},
