@@ -130,7 +130,7 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
         kinds = [k for k in kinds if k not in ("wait", "approval", "loop")]
     if where["each"] >= 2 or where["flat_each"]:
         kinds = [k for k in kinds if k != "for_each"]
-    kind = draw(st.sampled_from(kinds + ["action"] * 2 * where["saga"]))
+    kind = draw(st.sampled_from(kinds + ["action"] * 5 * where["saga"]))
     sub = lambda lo, hi, **w: lambda s: _blocks(c, s, {**where, **w}, depth + 1, lo, hi)  # noqa: E731
     optional = lambda lo, hi, **w: sub(lo, hi, **w) if draw(st.booleans()) else None  # noqa: E731
     if kind == "action":
