@@ -9,7 +9,7 @@ import wfkit as wf
 from tests.model.model import Model
 from tests.model.plan import Plan
 
-NOW = {"retry_delay": 0, "jitter": 0, "max_attempts": 1}
+NOW: dict[str, Any] = {"retry_delay": 0, "jitter": 0, "max_attempts": 1}
 DATA = {"key": "k", "w": {}, "n": {}, "xss": [[1, 2], [3]], "xs": [1, 2]}
 
 
