@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-LINT   := wfkit tests $(wildcard benchmarks)
+LINT   := wfkit tests scripts $(wildcard benchmarks)
 
 .PHONY: demo test lint format graphviz browser postgres clean
 
