@@ -119,3 +119,46 @@ def test_a_failed_branch_of_a_parallel_unwinds_the_saga_around_it(engine, acts) 
 
     assert run.status == wf.RunStatus.FAILED
     assert acts.count("release") == 1
+
+
+def test_recovering_a_branch_compensation_puts_the_run_back_to_running(engine, acts) -> None:
+    """A cell's unwind runs while the run goes on: once an operator retries its suspended
+    compensation, the run is running again (not compensating, which means a top-level unwind)."""
+    tries = {"refund": 0}
+
+    def refund(ctx: wf.ActivityContext[Any]) -> None:
+        tries["refund"] += 1
+        if tries["refund"] == 1:
+            raise RuntimeError("bank offline")
+
+    def ship(ctx: wf.ActivityContext[Any]) -> None:
+        raise RuntimeError("courier down")
+
+    acts.add("charge", lambda ctx: {"paid": ctx.item})
+    acts.add("refund", refund)
+    acts.add("ship", ship)
+    engine.register(
+        wf.Workflow("pay")
+        .start_with()
+        .for_each(
+            "lines",
+            lambda b: b.saga(
+                lambda s: (
+                    s.then("charge")
+                    .compensate_with("refund", policy={"max_attempts": 1})
+                    .then("ship", max_attempts=1)
+                )
+            ),
+        )
+    )
+    run = engine.start("pay", {"lines": ["a"]})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.SUSPENDED
+
+    engine.recover_compensation(run.id, action="retry", actor="ops")
+    assert run.status == wf.RunStatus.RUNNING
+    engine.run_until_idle()
+
+    assert tries["refund"] == 2
+    assert run.status == wf.RunStatus.FAILED  # the cell failed after its unwind; so does the run
+    assert [e.kind for e in run.history()].count("compensation.completed") == 1

@@ -415,7 +415,7 @@ class Model:
             if result.kind == "ok":
                 self.write(result)
                 self.record_output(tok.node, tok.cell, result.output)
-                self.push(tok)
+                self.push(tok, result.output)
             del self.tokens[tid]
             self.drained()
             return
@@ -426,7 +426,7 @@ class Model:
         if result.kind == "ok":
             self.write(result)
             self.record_output(tok.node, tok.cell, result.output)
-            self.push(tok)
+            self.push(tok, result.output)
             if node.kind == "decision":
                 self.choose(tid, node, result.output)
             else:
@@ -517,15 +517,10 @@ class Model:
 
     # --- sagas (§6) -----------------------------------------------------------------------------
 
-    def push(self, tok: Token) -> None:  # §6.2
+    def push(self, tok: Token, output: Any) -> None:  # §6.2: the entry keeps its visit's output
         node = self.nodes[tok.node]
         if node.compensation and node.saga:
-            self.saga.append(Entry(tok.node, node.saga, self.last_output(tok), self.path(tok.cell)))
-
-    def last_output(self, tok: Token) -> Any:
-        out = self.outputs.get(tok.node)
-        name = self.cell_name(tok.cell)
-        return out.get(name) if name is not None and isinstance(out, dict) else out
+            self.saga.append(Entry(tok.node, node.saga, output, self.path(tok.cell)))
 
     def unwind_for(self, tid: int, error: str) -> bool:  # §5.1 4, §6.3
         tok = self.tokens[tid]

@@ -315,7 +315,12 @@ def recover(cp: Checkpoint, action: str) -> None:
         (t, tok) for t, tok in run.tokens.items() if tok.get("comp") and tok["st"] == "suspended"
     ]
     token_id, token = stuck[0]
-    run.set_status(RunStatus.COMPENSATING.value, run.error)
+    # a branch's unwind runs while the run goes on (§6.3): it was running before it suspended
+    branch = run.unwinds[token["comp"]]["then"]["kind"] == "branch"
+    if branch:
+        run.set_status(RunStatus.RUNNING.value)
+    else:
+        run.set_status(RunStatus.COMPENSATING.value, run.error)
     if action == "retry":
         cp.event("compensation.retried", token["node"], token_id)
         cp.ready(token_id, attempt=1)
