@@ -263,6 +263,17 @@ def spread(lines: list[tuple[str, str, int]]) -> str:
     )
 
 
+def _doubles(lines: list[tuple[str, str, int]], again: dict[tuple[str, str], int]) -> str:
+    """How many steps ran more than once, by node, and by which processes (a few examples)."""
+    by_node = Counter(node for node, _ in again)
+    pids: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for node, run_id, pid in lines:
+        if (node, run_id) in again:
+            pids[(node, run_id)].append(pid)
+    examples = list(pids.items())[:10]
+    return f"{len(again)} steps; by node {dict(by_node)}; e.g. {examples}"
+
+
 # --- (a) no crash: exactly once, spread over the workers ----------------------------------------
 
 
@@ -293,7 +304,7 @@ def test_four_workers_complete_a_thousand_runs_each_step_exactly_once(tmp_path: 
     expected = {(node, run_id) for run_id in runs.values() for node in child.ORDER_ACTIVITIES}
     assert set(counts) == expected  # every step ran, and nothing else (no compensation)
     again = {step: n for step, n in counts.items() if n != 1}
-    assert again == {}, f"steps that ran more than once without a crash: {again}"
+    assert again == {}, f"steps that ran more than once without a crash: {_doubles(lines, again)}"
     pids = Counter(pid for _, _, pid in lines)
     assert set(pids) <= set(group.pids())
     assert len(pids) >= 2, f"all the work went to one process: {spread(lines)}"

@@ -58,6 +58,7 @@ class Entry:  # §6.2
     saga: str
     output: Any
     path: Path
+    cell: Cell  # §6.2: a saga inside a branch or loop cell is one saga per cell
     state: str = "done"
 
 
@@ -92,6 +93,7 @@ class Model:
     timers: list[tuple[datetime, int, int, str]] = field(default_factory=list)
     posted: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
     in_round: set[int] = field(default_factory=set)
+    taken: dict[int, Token] = field(default_factory=dict)  # removed with an attempt running
     ending: tuple[str, Any] | None = None  # a run end waiting for its drain (§7.1)
     ids: int = 0
 
@@ -186,7 +188,7 @@ class Model:
     def arrive(self, tid: int, target: str, moved: bool = True) -> None:
         tok = self.tokens[tid]
         if moved:
-            self.commit_sagas(tok.node, target)
+            self.commit_sagas(tok.node, target, tok.cell)
         tok.node, tok.state, tok.attempt = target, "new", 1
         node = self.nodes[target]
         if node.kind != "join":  # §1.3
@@ -200,16 +202,20 @@ class Model:
     def end_path(self, tid: int, commit: bool = True) -> None:
         tok = self.tokens.pop(tid)
         if commit:
-            self.commit_sagas(tok.node, None)
+            self.commit_sagas(tok.node, None, tok.cell)
 
-    def commit_sagas(self, source: str, target: str | None) -> None:  # §6.2
+    def commit_sagas(self, source: str, target: str | None, cell: Cell) -> None:  # §6.2
         left = self.chain(self.nodes[source].saga)
         staying = self.chain(self.nodes[target].saga) if target is not None else []
         for saga in (s for s in left if s not in staying):
             spec = self.sagas[saga]
             if spec.parent is None or spec.policy == SagaPolicy.KEEP:
                 for entry in self.saga:
-                    if entry.state == "done" and saga in self.chain(entry.saga):
+                    if (
+                        entry.state == "done"
+                        and saga in self.chain(entry.saga)
+                        and entry.cell[: len(cell)] == cell
+                    ):
                         entry.state = "kept" if spec.parent else "committed"
 
     # --- node kinds (§2) ------------------------------------------------------------------------
@@ -409,6 +415,11 @@ class Model:
 
     def outcome(self, tid: int, attempt: int, result: Result) -> None:
         tok = self.tokens.get(tid)
+        if tok is None and tid in self.taken:  # §7.3: only a completed compensable step counts
+            gone = self.taken.pop(tid)
+            if result.kind == "ok" and gone.attempt == attempt:
+                self.push(gone, result.output)
+            return
         if tok is None or tok.attempt != attempt:
             return  # its token was removed: §7.3, the outcome changes nothing
         if tok.state == "cancelling":  # §7.1: recorded, goes no further
@@ -488,7 +499,9 @@ class Model:
             self.after_branch(fid)
 
     def remove(self, tid: int) -> None:  # §7.3
-        self.tokens.pop(tid, None)
+        tok = self.tokens.pop(tid, None)
+        if tok is not None and tid in self.in_round and tok.entry is None:
+            self.taken[tid] = tok  # its attempt is running: a completed one is still pushed
 
     def fail_run(self, error: str) -> None:  # §5.6 with the drain of §7.1
         self.end_run("failed", error)
@@ -520,7 +533,7 @@ class Model:
     def push(self, tok: Token, output: Any) -> None:  # §6.2: the entry keeps its visit's output
         node = self.nodes[tok.node]
         if node.compensation and node.saga:
-            self.saga.append(Entry(tok.node, node.saga, output, self.path(tok.cell)))
+            self.saga.append(Entry(tok.node, node.saga, output, self.path(tok.cell), tok.cell))
 
     def unwind_for(self, tid: int, error: str) -> bool:  # §5.1 4, §6.3
         tok = self.tokens[tid]
@@ -545,11 +558,13 @@ class Model:
         return True
 
     def start_unwind(self, tid: int, chain: list[str], error: str) -> None:
-        scope = set(chain)
+        scope, cell = set(chain), self.tokens[tid].cell
         entries = [
             i
             for i, e in enumerate(self.saga)
-            if e.state == "done" and scope & set(self.chain(e.saga))
+            if e.state == "done"
+            and scope & set(self.chain(e.saga))
+            and e.cell[: len(cell)] == cell  # §6.3: the failing cell's own steps
         ]
         uid = self.new_id()
         self.unwinds[uid] = Unwind(entries[::-1], tid, error, bool(self.tokens[tid].cell))
