@@ -119,6 +119,10 @@ def _differences(
         "compensations": (order, model.compensated),
         "calls": (Counter(calls), Counter(model.calls)),
     }
+    if model.status in ("completed", "failed", "cancelled"):  # an ended run holds no rows
+        for table in ("wf_timers", "wf_bookmarks", "wf_jobs"):
+            left = engine.sql(f"SELECT count(*) FROM {table} WHERE run_id = '{run.id}'")
+            observed[f"{table} rows left"] = (left.fetchall()[0][0], 0)
     for what, (got, want) in observed.items():
         if got != want:
             if isinstance(got, Counter):

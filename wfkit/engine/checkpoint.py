@@ -215,9 +215,9 @@ class Checkpoint:
         if token is None:
             return
         if token.get("timer"):
-            self.timers_del.append((token_id, token["timer"]))
+            self.drop_timer(token_id, token["timer"])
         if token["st"] == "wait":
-            self.bookmarks_del.append(token_id)
+            self.drop_bookmark(token_id)
         if token["st"] in ("ready", "running", TokenState.CANCELLING):
             self.cancel.append(token_id)
         self.run.drop("tokens", token_id)
@@ -236,8 +236,20 @@ class Checkpoint:
         """Forget the token's timer (it fired, or the token moved on)."""
         token = self.run.tokens[token_id]
         if token.get("timer"):
-            self.timers_del.append((token_id, token["timer"]))
+            self.drop_timer(token_id, token["timer"])
             self.set_token(token_id, timer=None, due=None)
+
+    def drop_timer(self, token_id: str, kind: str) -> None:
+        """Delete the token's timer row, and forget one this checkpoint was to add (the
+        writer deletes before it inserts, so a timer added and removed in one checkpoint
+        would otherwise be written)."""
+        self.timers_del.append((token_id, kind))
+        self.timers_add = [t for t in self.timers_add if (t[0], t[2]) != (token_id, kind)]
+
+    def drop_bookmark(self, token_id: str) -> None:
+        """Delete the token's bookmark row, and forget one this checkpoint was to add."""
+        self.bookmarks_del.append(token_id)
+        self.bookmarks_add = [b for b in self.bookmarks_add if b[0] != token_id]
 
     # --- failure --------------------------------------------------------------------------------
 

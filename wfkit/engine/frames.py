@@ -92,6 +92,9 @@ def decide(cp: Checkpoint, frame_id: str) -> None:
     for other, t in list(cp.run.tokens.items()):
         if any(f[1] == frame_id for f in t["fr"]):
             drains.take_away(cp, other)  # an attempt in flight is asked to stop
+    for nested, inner in list(cp.run.frames.items()):  # forks inside its branches close too
+        if any(f[1] == frame_id for f in inner["fr"]):
+            cp.run.drop("frames", nested)
     cp.run.drop("frames", frame_id)
     join_id = frame["join"]
     detail = {"completed": done, "failed": failed, "expected": n}

@@ -91,7 +91,7 @@ class Operations:
                     node = run.flow.nodes[node_id]
                     payload = self._check_payload(node, name, key_text, payload)
                     cp = self._writer.checkpoint(run, actor)
-                    cp.bookmarks_del.append(token_id)
+                    cp.drop_bookmark(token_id)
                     handler: Any = self._writer.handlers["wait"]
                     handler.on_signal(cp, token_id, node_id, node, payload)
                     released = self._writer.commit()
@@ -225,7 +225,7 @@ class Operations:
                         "check engine.waiting() and the run's history"
                     )
                 cp = self._writer.checkpoint(run, actor)
-                cp.bookmarks_del.append(token_id)
+                cp.drop_bookmark(token_id)
                 approval: Any = self._writer.handlers["approval"]
                 approval.decide(cp, token_id, node, approved, comment)
                 released = self._writer.commit()

@@ -68,6 +68,7 @@ class Writer:
         self._new_runs: dict[str, tuple[str, str | None, datetime, str | None]] = {}
         self._jobs_rows: set[str] = set()  # runs with rows in wf_jobs
         self._pending_timers: list[tuple[Any, ...]] = []
+        self._stale_timers: list[tuple[str, str, str]] = []  # rows of timers nothing waits for
         self.binder: Callable[[str], Callable[..., Any]] | None = None
         # shared with the scheduler, read when summaries are written
         self.inflight: dict[tuple[str, str], Any] = {}
@@ -261,7 +262,7 @@ class Writer:
     @property
     def pending(self) -> bool:
         """True when checkpoints wait in the batch for the next commit."""
-        return bool(self._batch)
+        return bool(self._batch) or bool(self._stale_timers)
 
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
@@ -357,12 +358,17 @@ class Writer:
         except RunBusy:
             return  # the engine that holds the run fires it
         token = run.tokens.get(token_id) if run else None
-        if run is None or token is None or token.get("timer") != kind:
+        ended = run is not None and RunStatus(run.status).terminal
+        if run is None or token is None or token.get("timer") != kind or ended:
+            # nothing waits for it any more: delete its row, or every engine of a shared
+            # database would find it due again in every round
+            self._stale_timers.append((run_id, token_id, kind))
+            if ended:
+                self.runs.pop(run_id, None)
+                self.owner.release([run_id])
             return
         if token.get("due") and datetime.fromisoformat(token["due"]) > due:
-            return
-        if RunStatus(run.status).terminal:
-            return
+            return  # fired early: the token was parked again, on a later timer of this kind
         self.runs.setdefault(run_id, run)
         if kind == drains.DRAIN and token["st"] == TokenState.CANCELLING:
             drains.on_deadline(self.checkpoint(run), token_id)
@@ -473,7 +479,8 @@ class Writer:
             for row in cp.bookmarks_add:
                 mark_ops[(run.run_id, row[0])] = ("add", (run.run_id, *row))
         statements = [*self._lease_guard(batch, new_runs), instances, events]
-        statements.append(Statement("delete_timer", [k for k in timer_ops]))
+        stale, self._stale_timers = self._stale_timers, []
+        statements.append(Statement("delete_timer", [*stale, *timer_ops]))
         statements.append(
             Statement("insert_timer", [r for op, r in timer_ops.values() if op == "add"])
         )

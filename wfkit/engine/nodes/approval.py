@@ -36,7 +36,7 @@ class Approval(NodeHandler):
         )
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
-        cp.bookmarks_del.append(token_id)
+        cp.drop_bookmark(token_id)
         unpark(cp, token_id)
         cp.event(EventKind.APPROVAL_EXPIRED, node_id, token_id)
         timeout = format_duration(node.config.timeout) if node.config.timeout else "its timeout"

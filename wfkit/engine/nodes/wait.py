@@ -96,7 +96,7 @@ class Wait(NodeHandler):
         park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
-        cp.bookmarks_del.append(token_id)
+        cp.drop_bookmark(token_id)
         unpark(cp, token_id)
         cp.event("signal.elapsed", node_id, token_id)
         cp.leave(token_id, node_id, "elapsed")
