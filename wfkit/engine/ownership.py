@@ -66,6 +66,10 @@ class Ownership(Protocol):
         """Renew what this engine holds when due; return the runs that changed hands."""
         ...
 
+    def lost(self, run_ids: list[str]) -> set[str]:
+        """Those of ``run_ids`` that this engine no longer holds (another engine took them)."""
+        ...
+
     def startup_runs(self) -> bool:
         """True when this engine takes up every live run of the database at start-up."""
         ...
@@ -130,6 +134,9 @@ class SoleOwnership:
     def renew(self, held: list[str]) -> set[str]:
         return set()
 
+    def lost(self, run_ids: list[str]) -> set[str]:
+        return set()
+
     def startup_runs(self) -> bool:
         return True
 
@@ -184,6 +191,10 @@ class LeasedOwnership:
 
     def renew(self, held: list[str]) -> set[str]:
         return self.leases.renew(held) if self.leases.renewal_due() else set()
+
+    def lost(self, run_ids: list[str]) -> set[str]:
+        held = {r[0] for r in self.store.query("owned_runs", [self.name])}
+        return set(run_ids) - held
 
     def startup_runs(self) -> bool:
         return False  # runs are claimed as they become free

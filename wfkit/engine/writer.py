@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
@@ -27,10 +28,11 @@ from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.ownership import Ownership, SoleOwnership
 from wfkit.engine.records import RunStatus
+from wfkit.engine.rows import RunRows, merge
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import TERMINAL_STATUSES, Statement, Store
+from wfkit.store.base import TERMINAL_STATUSES, LeaseLost, Statement, Store
 
 __all__ = ["Released", "Writer", "crash_error"]
 
@@ -305,7 +307,7 @@ class Writer:
         cp = self._batch.get(run.run_id)
         if cp is None:
             cp = Checkpoint(run, self.now(), self.handlers, RULES, actor)
-            cp.take_posted = self._take_posted
+            cp.take_posted = partial(self._take_posted, cp)
             cp.binder = self.binder
             cp.in_flight = lambda token_id, run_id=run.run_id: (run_id, token_id) in self.inflight
             cp.drain_timeout = self.drain_timeout
@@ -314,7 +316,9 @@ class Writer:
             cp.actor = actor
         return cp
 
-    def _take_posted(self, name: str, key: str | None) -> tuple[dict[str, Any], str | None] | None:
+    def _take_posted(
+        self, cp: Checkpoint, name: str, key: str | None
+    ) -> tuple[dict[str, Any], str | None] | None:
         """The oldest unexpired signal posted for (name, key) and its sender, taken in this
         checkpoint."""
         if not self.owner.may_have_posted(name, key, self.posted):
@@ -324,6 +328,7 @@ class Writer:
         ):
             if signal_id not in self._taken:
                 self._taken.append(signal_id)
+                cp.posted_taken.append(signal_id)
                 return dict(json.loads(payload)), actor
         return None
 
@@ -378,14 +383,28 @@ class Writer:
         self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
 
     def commit(self) -> Released:
-        """Write the batch in one transaction; then release what it made ready."""
+        """Write the batch in one transaction; then release what it made ready.
+
+        On a shared database a run of the batch may have changed hands (this process stalled
+        longer than its lease and another engine took the run over): the transaction is then
+        written again without the runs lost, which leave memory, so the other runs' steps are
+        not run twice.
+        """
         batch, self._batch = self._batch, {}
         new_runs, self._new_runs = self._new_runs, {}
         for cp in batch.values():
             cp.settle_status()
-        statements = self._statements(batch.values(), new_runs)
+        parts = {run_id: self._rows(cp, new_runs) for run_id, cp in batch.items()}
+        stale, self._stale_timers = self._stale_timers, []
         try:
-            self.store.write(statements)
+            try:
+                self._pending_timers = self._write(batch, parts, new_runs, stale)
+            except LeaseLost:
+                lost = self.owner.lost([r for r in batch if r not in new_runs])
+                if not lost:
+                    raise
+                self._drop_lost(lost, batch, parts)
+                self._pending_timers = self._write(batch, parts, new_runs, stale)
         except StoreError:
             for run_id in batch:  # memory ran ahead of the store: reload from the store
                 self.runs.pop(run_id, None)
@@ -394,104 +413,102 @@ class Writer:
         self.commits += 1
         return self._release(batch.values(), new_runs)
 
-    def _statements(
+    def _write(
         self,
-        batch: Iterable[Checkpoint],
-        new_runs: dict[str, tuple[str, str | None, datetime, str | None]],
-    ) -> list[Statement]:
-        instances = Statement("insert_instance")
-        events, updates = Statement("insert_event"), Statement("update_instance")
-        gone = Statement("delete_jobs")
-        timer_ops: dict[tuple[str, str, str], tuple[str, tuple[Any, ...]]] = {}
-        mark_ops: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
-        saga_add, saga_set = Statement("insert_saga_step"), Statement("update_saga_step")
-        for cp in batch:
-            run = cp.run
-            delta, patch = run.take_changes()
-            if (delta or patch) and not cp.events:
-                cp.event("checkpoint")
-            for i, ev in enumerate(cp.events):
-                run.seq += 1
-                events.rows.append(
-                    (
-                        run.run_id,
-                        run.seq,
-                        cp.now,
-                        ev.kind,
-                        ev.node_id,
-                        ev.token,
-                        ev.attempt,
-                        ev.started_at,
-                        ev.actor,
-                        ev.error,
-                        dumps(ev.output),
-                        patch if i == 0 else None,
-                        delta if i == 0 else None,
-                        dumps(ev.detail),
-                    )
-                )
-            if run.run_id in new_runs:
-                input_json, actor, created, parent = new_runs[run.run_id]
-                status, data, state, seq, error, now, ended, _ = self._summary(run, cp.now)
-                instances.rows.append(
-                    (
-                        run.run_id,
-                        run.flow.id,
-                        run.flow.version,
-                        run.flow.hash,
-                        status,
-                        input_json,
-                        data,
-                        state,
-                        seq,
-                        error,
-                        created,
-                        now,
-                        ended,
-                        parent,
-                        actor,
-                    )
-                )
-            elif cp.start_status in TERMINAL_STATUSES:
-                pass  # an ended run only gains events (e.g. restarted): its summary stands
-            elif run.status != RunStatus.RUNNING.value:
-                updates.rows.append(self._summary(run, cp.now))
-                self.dirty.discard(run.run_id)
-                # on a shared store another engine may have written its rows (e.g. blocked)
-                if run.status != RunStatus.RUNNING.value and (
-                    self.owner.shared or run.run_id in self._jobs_rows
-                ):
-                    self._jobs_rows.discard(run.run_id)
-                    gone.rows.append((run.run_id,))
-            else:
-                self.dirty.add(run.run_id)
-            for token_id, kind in cp.timers_del:
-                timer_ops[(run.run_id, token_id, kind)] = ("del", (run.run_id, token_id, kind))
-            for token_id, node_id, kind, due in cp.timers_add:
-                timer_ops[(run.run_id, token_id, kind)] = (
-                    "add",
-                    (run.run_id, token_id, node_id, kind, due),
-                )
-            for token_id in cp.bookmarks_del:
-                mark_ops[(run.run_id, token_id)] = ("del", (run.run_id, token_id))
-            for op, row in cp.saga_rows:
-                (saga_add if op == "add" else saga_set).rows.append(row)
-            for row in cp.bookmarks_add:
-                mark_ops[(run.run_id, row[0])] = ("add", (run.run_id, *row))
-        statements = [*self._lease_guard(batch, new_runs), instances, events]
-        stale, self._stale_timers = self._stale_timers, []
-        statements.append(Statement("delete_timer", [*stale, *timer_ops]))
-        statements.append(
-            Statement("insert_timer", [r for op, r in timer_ops.values() if op == "add"])
+        batch: dict[str, Checkpoint],
+        parts: dict[str, RunRows],
+        new_runs: dict[str, Any],
+        stale: list[tuple[str, str, str]],
+    ) -> list[tuple[Any, ...]]:
+        head = self._lease_guard(batch.values(), new_runs)
+        statements, added_timers = merge(list(parts.values()), head, stale)
+        self.store.write(statements)
+        return added_timers
+
+    def _drop_lost(
+        self, lost: set[str], batch: dict[str, Checkpoint], parts: dict[str, RunRows]
+    ) -> None:
+        """Runs another engine holds now: their checkpoints are not written, and they leave
+        memory (their attempts' results will be dropped as stale)."""
+        for run_id in lost:
+            batch.pop(run_id, None)
+            taken = parts.pop(run_id).posted
+            self._taken = [s for s in self._taken if s not in taken]
+            self.runs.pop(run_id, None)
+            self.dirty.discard(run_id)
+        log.warning(
+            "runs taken over by another engine process (this one did not renew their leases "
+            "in time; is it starved of CPU, or is the lease too short?): %s; their checkpoints "
+            "here are dropped and the engine that holds them goes on",
+            ", ".join(sorted(lost)),
         )
-        statements.append(Statement("delete_bookmark", [k for k in mark_ops]))
-        statements.append(
-            Statement("insert_bookmark", [r for op, r in mark_ops.values() if op == "add"])
-        )
-        statements += [updates, gone, saga_add, saga_set]
-        statements.append(Statement("delete_posted_signal", [(s,) for s in self._taken]))
-        self._pending_timers = [r for op, r in timer_ops.values() if op == "add"]
-        return statements
+
+    def _rows(
+        self, cp: Checkpoint, new_runs: dict[str, tuple[str, str | None, datetime, str | None]]
+    ) -> RunRows:
+        """The rows of one checkpoint (consumes the run's changes and numbers its events)."""
+        run = cp.run
+        rows = RunRows(run.run_id)
+        delta, patch = run.take_changes()
+        if (delta or patch) and not cp.events:
+            cp.event("checkpoint")
+        for i, ev in enumerate(cp.events):
+            run.seq += 1
+            rows.events.append(
+                (
+                    run.run_id,
+                    run.seq,
+                    cp.now,
+                    ev.kind,
+                    ev.node_id,
+                    ev.token,
+                    ev.attempt,
+                    ev.started_at,
+                    ev.actor,
+                    ev.error,
+                    dumps(ev.output),
+                    patch if i == 0 else None,
+                    delta if i == 0 else None,
+                    dumps(ev.detail),
+                )
+            )
+        if run.run_id in new_runs:
+            input_json, actor, created, parent = new_runs[run.run_id]
+            status, data, state, seq, error, now, ended, _ = self._summary(run, cp.now)
+            rows.instance = (
+                run.run_id,
+                run.flow.id,
+                run.flow.version,
+                run.flow.hash,
+                status,
+                input_json,
+                data,
+                state,
+                seq,
+                error,
+                created,
+                now,
+                ended,
+                parent,
+                actor,
+            )
+        elif cp.start_status in TERMINAL_STATUSES:
+            pass  # an ended run only gains events (e.g. restarted): its summary stands
+        elif run.status != RunStatus.RUNNING.value:
+            rows.update = self._summary(run, cp.now)
+            self.dirty.discard(run.run_id)
+            # on a shared store another engine may have written its rows (e.g. blocked)
+            if self.owner.shared or run.run_id in self._jobs_rows:
+                self._jobs_rows.discard(run.run_id)
+                rows.clear_jobs = True
+        else:
+            self.dirty.add(run.run_id)
+        rows.timer_ops(cp.timers_add, cp.timers_del)
+        rows.bookmark_ops(cp.bookmarks_add, cp.bookmarks_del)
+        for op, row in cp.saga_rows:
+            (rows.saga_add if op == "add" else rows.saga_set).append(row)
+        rows.posted = list(cp.posted_taken)
+        return rows
 
     def _lease_guard(
         self, batch: Iterable[Checkpoint], new_runs: dict[str, Any]

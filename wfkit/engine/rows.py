@@ -1,0 +1,82 @@
+"""The rows of a batch, kept per run until they are merged into one transaction.
+
+The writer turns every checkpoint of a batch into the rows it writes (:class:`RunRows`) once —
+that consumes the run's pending changes and numbers its events — and :func:`merge` folds the
+rows of any subset of the batch into the column-wise multi-row statements of one transaction.
+Keeping them apart lets the writer write a batch again without a run that must not be written
+(a run another engine took over), instead of failing every run of the batch with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from wfkit.store.base import Statement
+
+__all__ = ["RunRows", "merge"]
+
+TimerKey = tuple[str, str, str]  # run, token, kind
+MarkKey = tuple[str, str]  # run, token
+
+
+@dataclass
+class RunRows:
+    """Everything one run's checkpoint writes."""
+
+    run_id: str
+    instance: tuple[Any, ...] | None = None  # a new run's summary row
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    update: tuple[Any, ...] | None = None  # the summary row of a run that parked or ended
+    clear_jobs: bool = False
+    timers: dict[TimerKey, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)
+    marks: dict[MarkKey, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)
+    saga_add: list[tuple[Any, ...]] = field(default_factory=list)
+    saga_set: list[tuple[Any, ...]] = field(default_factory=list)
+    posted: list[str] = field(default_factory=list)  # posted signals its waits took
+
+    def timer_ops(
+        self, added: list[tuple[str, str, str, datetime]], deleted: list[tuple[str, str]]
+    ) -> None:
+        """Record the checkpoint's timer changes (a delete and an add of one key: the add)."""
+        for token_id, kind in deleted:
+            key = (self.run_id, token_id, kind)
+            self.timers[key] = ("del", key)
+        for token_id, node_id, kind, due in added:
+            self.timers[(self.run_id, token_id, kind)] = (
+                "add",
+                (self.run_id, token_id, node_id, kind, due),
+            )
+
+    def bookmark_ops(self, added: list[tuple[Any, ...]], deleted: list[str]) -> None:
+        """Record the checkpoint's bookmark changes (an add after a delete of one key wins)."""
+        for token_id in deleted:
+            self.marks[(self.run_id, token_id)] = ("del", (self.run_id, token_id))
+        for row in added:
+            self.marks[(self.run_id, row[0])] = ("add", (self.run_id, *row))
+
+
+def merge(
+    parts: list[RunRows], head: list[Statement], stale_timers: list[TimerKey]
+) -> tuple[list[Statement], list[tuple[Any, ...]]]:
+    """The statements of one transaction writing ``parts`` after ``head`` (the ownership's
+    guard), deleting ``stale_timers`` too; and the timer rows it adds."""
+    timers = {k: v for p in parts for k, v in p.timers.items()}
+    marks = {k: v for p in parts for k, v in p.marks.items()}
+    added_timers = [row for op, row in timers.values() if op == "add"]
+    statements = [
+        *head,
+        Statement("insert_instance", [p.instance for p in parts if p.instance is not None]),
+        Statement("insert_event", [row for p in parts for row in p.events]),
+        Statement("delete_timer", [*stale_timers, *timers]),
+        Statement("insert_timer", added_timers),
+        Statement("delete_bookmark", list(marks)),
+        Statement("insert_bookmark", [row for op, row in marks.values() if op == "add"]),
+        Statement("update_instance", [p.update for p in parts if p.update is not None]),
+        Statement("delete_jobs", [(p.run_id,) for p in parts if p.clear_jobs]),
+        Statement("insert_saga_step", [row for p in parts for row in p.saga_add]),
+        Statement("update_saga_step", [row for p in parts for row in p.saga_set]),
+        Statement("delete_posted_signal", [(s,) for p in parts for s in p.posted]),
+    ]
+    return statements, added_timers
