@@ -20,6 +20,7 @@ from wfkit.definition.expressions import check_names, parse_expression
 from wfkit.definition.graph import saga_specs
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.values import json_problem
 from wfkit.errors import ExpressionError
 
 __all__ = ["DEFAULT_MAX_PAYLOAD", "validate", "validate_data"]
@@ -102,6 +103,15 @@ def validate_data(
             return problems
     elif isinstance(data, BaseModel):
         document = data.model_dump(mode="json")
+    problem = json_problem(document, "data")
+    if problem is not None:
+        return [
+            Problem(
+                code="bad-data",
+                message=f"data is not JSON or cannot be stored ({problem}); use dicts, lists, "
+                "strings, numbers, booleans and null, or declare a pydantic model that converts it",
+            )
+        ]
     try:
         size = len(json.dumps(document, allow_nan=False).encode())
     except (TypeError, ValueError) as exc:

@@ -24,7 +24,7 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.handles import Run, check_known, explain
-from wfkit.engine.operations import Operations
+from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
@@ -114,6 +114,7 @@ class Engine(Operations):
         self._writer = Writer(self._store, self.clock.now, owner)
         self._writer.drain_timeout = parse_duration(drain_timeout)
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
+        self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         self._closed = False
@@ -150,7 +151,6 @@ class Engine(Operations):
         if not self._writer.owner.shared:  # the next engine on the file takes the runs up
             self._writer.mark_closed(self._scheduler.attempts_running())
         self._scheduler.release_all()
-        self._scheduler.pool.shutdown(wait=False, cancel_futures=True)
         self._store.close()
         self._closed = True
         _OPEN.discard(self)
@@ -294,6 +294,7 @@ class Engine(Operations):
     ) -> list[Run]:
         """Admit many runs of one workflow in one transaction (all or none)."""
         flow = self._resolve(workflow_id, version)
+        refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
         docs = [self._admit(flow, d) for d in documents]
         with self._writer.lock:
             runs: list[RunState] = []

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import json
+import logging
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,8 +17,80 @@ import jsonpatch
 from pydantic import BaseModel, ValidationError
 
 from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
+from wfkit.definition.values import json_problem, text_problem
 
-__all__ = ["AttemptResult", "Job", "run_attempt"]
+__all__ = ["AttemptResult", "AttemptThreads", "Job", "run_attempt"]
+
+log = logging.getLogger("wfkit.engine")
+
+
+class AttemptThreads:
+    """Attempts with an ``attempt_timeout`` run on a thread of their own each.
+
+    An attempt that does not return in time is abandoned: the engine stops waiting for it and
+    moves on, and its thread is left to finish (or to hang) on its own. It holds no slot that
+    another attempt needs, so hung activities never turn the timeouts of others into failures
+    without a run. Python cannot kill a thread: abandoned threads that never end are counted
+    (:attr:`hung`) and logged as they pile up, because they still hold whatever they hold.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned: list[threading.Thread] = []
+        self._warned = 0
+
+    @property
+    def hung(self) -> int:
+        """Abandoned attempts whose threads are still running."""
+        with self._lock:
+            self._abandoned = [t for t in self._abandoned if t.is_alive()]
+            return len(self._abandoned)
+
+    def call(self, job: Job, ctx: ActivityContext[Any]) -> Any:
+        """Run the attempt, waiting ``job.timeout`` seconds at most (raises TimeoutError)."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def attempt() -> None:
+            try:
+                box["value"] = _call(job, ctx)
+            except BaseException as exc:  # handed to the caller, which records it
+                box["error"] = exc
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=attempt, name=f"wfkit-attempt-{job.node_id}", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # the interpreter is exiting: no new threads; run it here
+            return _call(job, ctx)
+        if not done.wait(job.timeout):
+            job.cancel.set()
+            self._abandon(thread, job)
+            raise TimeoutError(
+                f"attempt {job.attempt} of {job.node_id!r} timed out after {job.timeout:g}s"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def _abandon(self, thread: threading.Thread, job: Job) -> None:
+        with self._lock:
+            self._abandoned = [t for t in self._abandoned if t.is_alive()]
+            self._abandoned.append(thread)
+            count = len(self._abandoned)
+            if count < 2 * max(self._warned, 1) and self._warned:
+                return
+            self._warned = count
+        log.warning(
+            "%d timed-out attempts are still running (the latest: %r of run %s, activity %r); "
+            "their threads cannot be killed: make the activity check ctx.cancelled or use "
+            "timeouts of its own (sockets, subprocesses)",
+            count,
+            job.node_id,
+            job.run_id,
+            job.activity,
+        )
 
 
 @dataclass
@@ -40,6 +113,7 @@ class Job:
     item_json: str | None = None  # the for_each item as JSON (its own copy per attempt)
     own_output: tuple[Any, ...] = ()  # (output,) a compensation sees as outputs[node_id]
     timeout: float | None = None
+    max_data: int | None = None  # bytes of JSON the data document may grow to
     cancel: CancelFlag = field(default_factory=CancelFlag)
     heartbeat: Callable[[], None] | None = None
 
@@ -113,7 +187,7 @@ async def _await(awaitable: Any) -> Any:
 
 
 def run_attempt(
-    job: Job, now: Callable[[], datetime], pool: concurrent.futures.Executor | None = None
+    job: Job, now: Callable[[], datetime], threads: AttemptThreads | None = None
 ) -> AttemptResult:
     """Run one attempt and describe the outcome; never raises for the activity's errors."""
     base = json.loads(job.data_json)
@@ -156,24 +230,16 @@ def run_attempt(
         on_heartbeat=job.heartbeat,
     )
     try:
-        future = None
-        if job.timeout is not None and pool is not None:
-            try:
-                future = pool.submit(_call, job, ctx)
-            except RuntimeError:  # the interpreter is exiting: the pool takes no more work
-                future = None
-        if future is not None:
-            try:
-                output = future.result(timeout=job.timeout)
-            except concurrent.futures.TimeoutError:
-                job.cancel.set()
-                raise TimeoutError(
-                    f"attempt {job.attempt} of {job.node_id!r} timed out after {job.timeout:g}s"
-                ) from None
+        if job.timeout is not None and threads is not None:
+            output = threads.call(job, ctx)
         else:
             output = _call(job, ctx)
         after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-        json.dumps(output)  # outputs are recorded as JSON: refuse anything else now
+        problem = _stored_problem(job, after, output)
+        if problem is not None:
+            result.error = problem
+            result.ended_at = now()
+            return result
         result.output = output
         if after != base:
             result.patch = jsonpatch.make_patch(base, after).patch
@@ -188,8 +254,42 @@ def run_attempt(
         result.error = _describe(exc, job)
     except (Exception, SystemExit):  # an activity calling sys.exit() fails its attempt
         result.error = traceback.format_exc()
+    if result.error is not None:  # an exception's text may hold anything: keep it storable
+        result.error = printable(result.error)
     result.ended_at = now()
     return result
+
+
+def printable(text: str) -> str:
+    """``text`` as any store can hold it: a lone surrogate or a NUL becomes an escape."""
+    if text_problem(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _stored_problem(job: Job, data: Any, output: Any) -> str | None:
+    """Why the attempt's data document or return value cannot be recorded, or None."""
+    problem = json_problem(output, "return value")
+    if problem is not None:
+        return (
+            f"activity {job.activity!r} returned a value that is not JSON or cannot be "
+            f"stored ({problem}); return a dict of plain values (or None)"
+        )
+    problem = json_problem(data, "ctx.data")
+    if problem is not None:
+        return (
+            f"activity {job.activity!r} wrote a value into ctx.data that cannot be stored: "
+            f"{problem}; the change is not recorded"
+        )
+    if job.max_data is not None:
+        size = len(json.dumps(data).encode())
+        if size > job.max_data:
+            return (
+                f"activity {job.activity!r} grew the data document to {size:,} bytes of JSON, "
+                f"over the {job.max_data:,}-byte limit; the change is not recorded — keep large "
+                "content elsewhere and store a reference in the document"
+            )
+    return None
 
 
 def _describe(exc: Exception, job: Job) -> str:

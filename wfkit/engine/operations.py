@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from wfkit.definition.durations import parse_duration
+from wfkit.definition.values import json_problem, text_problem
 from wfkit.engine import sagas
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
@@ -39,6 +40,21 @@ __all__ = ["Operations"]
 _BUSY_WAIT = 5.0  # seconds a command waits for another engine to let go of a run
 
 
+def refuse_unstorable(error: type[Exception], action: str, **values: Any) -> None:
+    """Raise ``error`` naming the first value that cannot be stored (text with a NUL or a lone
+    surrogate, a payload that is not JSON): nothing is written, and a wait stays in place."""
+    for what, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            problem = text_problem(value)
+            problem = None if problem is None else f"the {what} {problem}"
+        else:
+            problem = json_problem(value, what)
+        if problem is not None:
+            raise error(f"{action} refused: {problem}; nothing was changed")
+
+
 class Operations:
     """The engine's operator and signalling commands (mixed into :class:`Engine`)."""
 
@@ -50,6 +66,7 @@ class Operations:
 
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
         """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
+        refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
         with self._writer.lock, self._holding(run_id) as run:
             if RunStatus(run.status).terminal:
                 raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
@@ -78,6 +95,14 @@ class Operations:
                 f"a signal payload must be a JSON object, got {type(payload).__name__}"
             )
         key_text = None if key is None else str(key)
+        refuse_unstorable(
+            SignalError,
+            f"signal {name!r}",
+            name=name,
+            key=key_text,
+            actor=actor,
+            payload=payload,
+        )
         with self._writer.lock:
             rows = self._store.query("find_bookmark", ["signal", name, key_text])
             if not rows:
@@ -158,6 +183,14 @@ class Operations:
         """
         payload = payload or {}
         key_text = None if key is None else str(key)
+        refuse_unstorable(
+            SignalError,
+            f"signal {name!r}",
+            name=name,
+            key=key_text,
+            actor=actor,
+            payload=payload,
+        )
         size = len(json.dumps(payload, default=str).encode())
         if size > self.max_payload:
             raise SignalError(
@@ -208,6 +241,7 @@ class Operations:
         comment: str | None = None,
     ) -> None:
         """Decide the open approval ``node`` of run ``run_id``; records actor, comment and time."""
+        refuse_unstorable(SignalError, f"deciding approval {node!r}", actor=actor, comment=comment)
         with self._writer.lock:
             rows = self._store.query("find_bookmark", ["approval", node, run_id])
             if not rows:
@@ -269,6 +303,7 @@ class Operations:
 
     def resume(self, run_id: str, *, actor: str | None = None) -> None:
         """Continue a suspended run: its parked step gets a fresh set of attempts."""
+        refuse_unstorable(UsageError, f"resuming run {run_id}", actor=actor)
         with self._writer.lock, self._holding(run_id) as run:
             stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
             if run.status != RunStatus.SUSPENDED.value or not stuck:
@@ -291,6 +326,7 @@ class Operations:
     ) -> None:
         """Decide a failed compensation: ``retry`` it, ``skip`` it (recorded as a decision), or
         ``abandon`` the unwind (the run fails as it stands)."""
+        refuse_unstorable(UsageError, f"recovering run {run_id}", actor=actor)
         if action not in ("retry", "skip", "abandon"):
             raise UsageError(f"action must be 'retry', 'skip' or 'abandon', not {action!r}")
         with self._writer.lock, self._holding(run_id) as run:
@@ -305,6 +341,7 @@ class Operations:
 
     def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
         """Start a fresh run of the same definition with the original input; lineage both ways."""
+        refuse_unstorable(UsageError, f"restarting run {run_id}", actor=actor)
         rows = self._store.query("instance_origin", [run_id])
         if not rows:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")

@@ -7,7 +7,6 @@ is due or a result arrives — there is no polling loop — and a ``ManualClock`
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import queue
 import threading
@@ -20,7 +19,7 @@ from typing import Any
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
-from wfkit.engine.executor import AttemptResult, Job, run_attempt
+from wfkit.engine.executor import AttemptResult, AttemptThreads, Job, run_attempt
 from wfkit.engine.loops import job_cell
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
@@ -53,7 +52,8 @@ class Scheduler:
         self._workers = 0
         self.inflight: dict[tuple[str, str], Job] = writer.inflight
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
-        self.pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="wfkit-attempt")
+        self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
+        self.max_payload: int | None = None  # the data document's size limit, in bytes of JSON
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -100,6 +100,7 @@ class Scheduler:
             item_json=item,
             own_output=own,
             timeout=timeout.total_seconds() if timeout else None,
+            max_data=self.max_payload,
             heartbeat=lambda: self.heartbeats.__setitem__(key, self.clock.now()),
         )
 
@@ -329,7 +330,7 @@ class Scheduler:
                     break
                 time.sleep(max(wait, 0))
                 continue
-            results = [run_attempt(job, self.clock.now, self.pool) for job in jobs]
+            results = [run_attempt(job, self.clock.now, self.threads) for job in jobs]
             self.process(results)
         self.writer.flush_summaries()
         if self.blocked:
@@ -436,7 +437,7 @@ class Scheduler:
             if job is _STOP:
                 return
             try:
-                result = run_attempt(job, self.clock.now, self.pool)
+                result = run_attempt(job, self.clock.now, self.threads)
             except BaseException:  # the worker survives anything an attempt throws
                 now = self.clock.now()
                 result = AttemptResult(

@@ -21,7 +21,7 @@ from typing import Any
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import drains, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
-from wfkit.engine.executor import AttemptResult
+from wfkit.engine.executor import AttemptResult, printable
 from wfkit.engine.failures import RULES
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.leases import RunBusy
@@ -121,6 +121,9 @@ class Writer:
         data = json.loads(row[6] or row[5])
         run = RunState.restore(run_id, flow, data, row[7], row[8])
         run.status = row[4] if not row[7] else run.status
+        if RunStatus(row[4]).terminal and run.status != row[4]:
+            # ended outside a checkpoint (a run whose checkpoint could not be written)
+            run.status, run.error = row[4], row[9]
         if row[4] in (RunStatus.PENDING.value, RunStatus.RUNNING.value) or not row[7]:
             # only a run that was running can have checkpoints newer than its snapshot: every
             # checkpoint that leaves a run out of memory writes the snapshot with it
@@ -394,7 +397,13 @@ class Writer:
         new_runs, self._new_runs = self._new_runs, {}
         for cp in batch.values():
             cp.settle_status()
-        parts = {run_id: self._rows(cp, new_runs) for run_id, cp in batch.items()}
+        parts: dict[str, RunRows] = {}
+        unwritable: dict[str, str] = {}
+        for run_id, cp in batch.items():
+            try:
+                parts[run_id] = self._rows(cp, new_runs)
+            except Exception as exc:  # a value in its state that cannot be written
+                unwritable[run_id] = f"{type(exc).__name__}: {exc}"
         stale, self._stale_timers = self._stale_timers, []
         try:
             try:
@@ -405,13 +414,82 @@ class Writer:
                     raise
                 self._drop_lost(lost, batch, parts)
                 self._pending_timers = self._write(batch, parts, new_runs, stale)
-        except StoreError:
-            for run_id in batch:  # memory ran ahead of the store: reload from the store
-                self.runs.pop(run_id, None)
-            self._taken = []
-            raise
+        except StoreError as exc:
+            if len(parts) < 2 or not self._isolate(batch, parts, new_runs, stale, unwritable):
+                for run_id in batch:  # memory ran ahead of the store: reload from the store
+                    self.runs.pop(run_id, None)
+                self._taken = []
+                self._fail_unwritable(unwritable, batch, new_runs)
+                raise exc
+        self._fail_unwritable(unwritable, batch, new_runs)
         self.commits += 1
-        return self._release(batch.values(), new_runs)
+        return self._release([cp for r, cp in batch.items() if r in parts], new_runs)
+
+    def _isolate(
+        self,
+        batch: dict[str, Checkpoint],
+        parts: dict[str, RunRows],
+        new_runs: dict[str, Any],
+        stale: list[tuple[str, str, str]],
+        unwritable: dict[str, str],
+    ) -> bool:
+        """The batch was refused: write its runs one by one, so that a run the store refuses
+        (a value it cannot hold) does not take the others down. False when none could be
+        written (the store itself fails: the caller retries the whole batch later)."""
+        written: dict[str, RunRows] = {}
+        refused: dict[str, str] = {}
+        added: list[tuple[Any, ...]] = []
+        for run_id, rows in parts.items():
+            one = {run_id: batch[run_id]}
+            try:
+                added += self._write(one, {run_id: rows}, new_runs, stale if not written else [])
+            except LeaseLost:
+                self._drop_lost({run_id}, batch, parts={run_id: rows})
+                written[run_id] = rows  # not ours any more: nothing to fail here
+                continue
+            except StoreError as exc:
+                refused[run_id] = str(exc)
+                continue
+            written[run_id] = rows
+        if not written:
+            return False
+        self._pending_timers = added
+        for run_id in refused:
+            parts.pop(run_id)
+        unwritable.update(refused)
+        return True
+
+    def _fail_unwritable(
+        self, unwritable: dict[str, str], batch: dict[str, Checkpoint], new_runs: dict[str, Any]
+    ) -> None:
+        """Runs whose checkpoint cannot be written fail as they last stood in the store, with
+        the reason: one poison value never stalls the runs it shares a batch with."""
+        for run_id, reason in unwritable.items():
+            batch.pop(run_id, None)
+            self.runs.pop(run_id, None)
+            self.dirty.discard(run_id)
+            error = printable(
+                f"the engine could not write this run's checkpoint, so it failed as it last "
+                f"stood: {reason}"
+            )
+            log.error("run %s failed: %s", run_id, error)
+            if run_id in new_runs:
+                continue  # never written: there is nothing to fail
+            now = self.now()
+            seq = self.store.query("last_event_seq", [run_id])[0][0] + 1
+            event = (run_id, seq, now, "run.failed", None, None, None, None, None, error)
+            try:
+                self.store.write(
+                    [
+                        Statement("fail_unwritable_run", [(error, now, now, run_id)]),
+                        Statement("insert_event", [(*event, None, None, None, None)]),
+                        Statement("delete_run_timers", [(run_id,)]),
+                        Statement("delete_run_bookmarks", [(run_id,)]),
+                        Statement("delete_jobs", [(run_id,)]),
+                    ]
+                )
+            except StoreError:
+                log.exception("run %s: its failure could not be recorded either", run_id)
 
     def _write(
         self,

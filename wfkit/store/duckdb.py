@@ -150,6 +150,8 @@ class DuckDBStore:
                 delay = min(delay * 2, 0.1)
             except duckdb.Error as exc:
                 raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
+            except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
+                raise StoreError(f"writing to {self.url!r} refused a value: {exc}") from exc
         raise AssertionError("unreachable")
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:

@@ -153,6 +153,8 @@ class PostgresStore:
                 raise
             except psycopg.Error as exc:
                 raise StoreError(f"writing to {_safe(self.url)} failed: {exc}") from exc
+            except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
+                raise StoreError(f"writing to {_safe(self.url)} refused a value: {exc}") from exc
         raise AssertionError("unreachable")
 
     def _run(self, conn: psycopg.Connection[Any], statement: Statement) -> list[tuple[Any, ...]]:

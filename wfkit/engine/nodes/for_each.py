@@ -6,6 +6,7 @@ from typing import Any
 
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.values import json_problem
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.frames import decide, launch_items, open_frame
 from wfkit.engine.nodes.base import NodeHandler, handles
@@ -32,6 +33,14 @@ class ForEach(NodeHandler):
                 f"{type(items).__name__}, not a list; point it at a list in the data"
             )
             cp.fail_step(token_id, error)
+            return
+        problem = json_problem(items, "items")
+        if problem is not None:  # each item is handed over and recorded as JSON
+            cp.fail_step(
+                token_id,
+                f"for_each {node_id!r}: items expression {config.items!r} gave a value that "
+                f"cannot be stored: {problem}",
+            )
             return
         limit = config.max_parallelism or max(len(items), 1)
         frame_id = open_frame(cp, node_id, token, len(items), items=items, next=0, limit=limit)

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.values import json_problem, text_problem
 from wfkit.definition.workflow import import_model
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.loops import loop_path
@@ -73,7 +74,17 @@ class Wait(NodeHandler):
             except ExpressionError as exc:
                 cp.fail_step(token_id, str(exc))
                 return
-            key = None if value is None else str(value)
+            problem = json_problem(value, "key")
+            if problem is None and value is not None:
+                key = str(value)
+                problem = text_problem(key)
+            if problem is not None:
+                cp.fail_step(
+                    token_id,
+                    f"wait {node_id!r}: correlate expression {config.correlate!r} gave a key "
+                    f"that cannot be stored: {problem}",
+                )
+                return
         posted = cp.take_posted(config.signal, key) if cp.take_posted else None
         while posted is not None:  # the signal came first and was kept for this wait
             raw, sender = posted

@@ -329,3 +329,19 @@ VALUES (?, ?, ?, ?, ?, ?, ?);
 INSERT INTO wf_signals (signal_id, name, key, payload, posted_at, expires_at, actor)
 SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]);
+
+-- name: fail_unwritable_run
+-- A run whose checkpoint the store refused (a value it cannot hold), isolated from its batch:
+-- it fails as it last stood, and gives up its waits and timers (the two blocks below).
+UPDATE wf_instances SET status = 'failed', error = ?, updated_at = ?, ended_at = ?, owner = NULL,
+                        lease_until = NULL
+WHERE run_id = ?;
+
+-- name: last_event_seq
+SELECT coalesce(max(seq), 0) FROM wf_events WHERE run_id = ?;
+
+-- name: delete_run_timers
+DELETE FROM wf_timers WHERE run_id = ?;
+
+-- name: delete_run_bookmarks
+DELETE FROM wf_bookmarks WHERE run_id = ?;

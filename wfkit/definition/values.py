@@ -1,0 +1,100 @@
+"""One policy for the JSON values wfkit stores, whoever hands them over.
+
+Run data, signal payloads, correlation keys, activity outputs, expression values, actors and
+comments all end up in JSON columns and text columns of DuckDB or PostgreSQL. A value either
+store cannot hold — or one JSON would change on the way — must be refused where it enters, with
+a message that names where it is and what it is, instead of failing a group commit later (and
+every run that shares it). The policy:
+
+* JSON types only: dict with ``str`` keys, list (or tuple), ``str``, ``int``, ``float``, ``bool``,
+  ``None`` — no datetime, set, Decimal, bytes or other objects (convert them first, or declare a
+  pydantic data model that does);
+* finite numbers (no NaN or Infinity) and integers of at most :data:`MAX_INT_DIGITS` digits;
+* text without NUL characters (PostgreSQL cannot store them) and without lone UTF-16 surrogates
+  (no store can encode them);
+* nesting at most :data:`MAX_DEPTH` levels deep.
+
+The size limit (256 KiB of JSON by default) is the engine's ``max_payload``, checked on top.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "json_problem", "text_problem"]
+
+MAX_DEPTH = 64
+"""Deepest nesting of dicts and lists accepted (the document itself is level 1)."""
+
+MAX_INT_DIGITS = 4000
+"""Most decimal digits of an integer (Python refuses to print more than 4,300 by default)."""
+
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+_INT_LIMIT = 10**MAX_INT_DIGITS
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None when it can."""
+    bad = _BAD_TEXT.search(text)
+    if bad is None:
+        return None
+    char, at = bad.group(), bad.start()
+    if char == "\x00":
+        return f"contains a NUL character (at {at}), which PostgreSQL cannot store"
+    return (
+        f"contains a lone surrogate {char.encode('utf-8', 'surrogatepass')!r} (U+{ord(char):04X} "
+        f"at {at}), which is not valid Unicode text"
+    )
+
+
+def json_problem(value: Any, where: str = "$") -> str | None:
+    """Why ``value`` cannot be stored as JSON, naming the path of the first offending part
+    (``$.items[2].name``), or None when it can. Never recurses (any depth is safe to check)."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                return f"{path}: the text {problem}"
+            continue
+        if isinstance(item, int):
+            if -_INT_LIMIT < item < _INT_LIMIT:
+                continue
+            return f"{path}: an integer of more than {MAX_INT_DIGITS:,} digits"
+        if isinstance(item, float):
+            if math.isfinite(item):
+                continue
+            return f"{path}: {item!r} is not a finite number (JSON has no NaN or Infinity)"
+        if isinstance(item, dict | list | tuple):
+            if depth > MAX_DEPTH:
+                return f"{path}: nested more than {MAX_DEPTH} levels deep"
+            if isinstance(item, dict):
+                for key, child in reversed(item.items()):  # popped in document order
+                    if not isinstance(key, str):
+                        return (
+                            f"{path}: the key {key!r} is a {type(key).__name__}; JSON keys are "
+                            "strings"
+                        )
+                    problem = text_problem(key)
+                    if problem is not None:
+                        return f"{path}: the key {key!r} {problem}"
+                    step = f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
+                    stack.append((child, step, depth + 1))
+            else:
+                stack.extend(
+                    (child, f"{path}[{i}]", depth + 1)
+                    for i, child in reversed(list(enumerate(item)))
+                )
+            continue
+        kind = type(item).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        return (
+            f"{path}: {article} {kind} is not a JSON value; use dicts, lists, strings, numbers, "
+            "booleans and null (convert it, e.g. a datetime to an ISO string, a set to a list)"
+        )
+    return None
