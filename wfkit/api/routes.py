@@ -35,19 +35,20 @@ from wfkit.api.models import (
 )
 from wfkit.definition.rendering import to_svg
 from wfkit.engine import Engine, Run
+from wfkit.engine.vocabulary import NodeStatus
 from wfkit.errors import SignalError, UsageError
 
 __all__ = ["NODE_COLOURS", "public", "secured"]
 
 NODE_COLOURS = {
-    "succeeded": "#c8e6c9",
-    "failed": "#ffcdd2",
-    "running": "#bbdefb",
-    "waiting": "#fff9c4",
-    "retrying": "#ffe0b2",
-    "compensating": "#f3e5f5",
-    "compensated": "#e1bee7",
-    "skipped": "#eeeeee",
+    NodeStatus.SUCCEEDED.value: "#c8e6c9",
+    NodeStatus.FAILED.value: "#ffcdd2",
+    NodeStatus.RUNNING.value: "#bbdefb",
+    NodeStatus.WAITING.value: "#fff9c4",
+    NodeStatus.RETRYING.value: "#ffe0b2",
+    NodeStatus.COMPENSATING.value: "#f3e5f5",
+    NodeStatus.COMPENSATED.value: "#e1bee7",
+    NodeStatus.SKIPPED.value: "#eeeeee",
 }
 """Fill colour of a node in a run's picture, by its status in that run."""
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import NodeStatus, TokenState
+from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
 
 if TYPE_CHECKING:
@@ -119,53 +119,53 @@ class Run:
 
     def node_statuses(self) -> dict[str, str]:
         """Status of every node this run reached: succeeded, failed, running, waiting,
-        retrying, blocked (its activity is not registered in this process), compensating,
-        compensated or skipped (nodes not reached are absent)."""
+        retrying, blocked (its activity is not registered in this process), cancelling,
+        compensating, compensated or skipped (nodes not reached are absent)."""
         statuses: dict[str, str] = {}
         for event in self.history():
             node = event.node_id
             if node is None:
                 continue
             if event.kind in (
-                "step.completed",
-                "decision.taken",
-                "signal.received",
-                "approval.approved",
-                "approval.rejected",
-                "timer.fired",
-                "join.completed",
-                "parallel.forked",
-                "for_each.started",
+                EventKind.STEP_COMPLETED,
+                EventKind.DECISION_TAKEN,
+                EventKind.SIGNAL_RECEIVED,
+                EventKind.APPROVAL_APPROVED,
+                EventKind.APPROVAL_REJECTED,
+                EventKind.TIMER_FIRED,
+                EventKind.JOIN_COMPLETED,
+                EventKind.PARALLEL_FORKED,
+                EventKind.FOR_EACH_STARTED,
             ):
-                statuses[node] = "succeeded"
+                statuses[node] = NodeStatus.SUCCEEDED.value
             elif event.kind in (
-                "step.failed",
-                "step.crashed",
-                "branch.failed",
-                "join.partial",
-                "run.failed",
+                EventKind.STEP_FAILED,
+                EventKind.STEP_CRASHED,
+                EventKind.BRANCH_FAILED,
+                EventKind.JOIN_PARTIAL,
+                EventKind.RUN_FAILED,
             ):
-                statuses[node] = "failed"
-            elif event.kind == "compensation.completed":
-                statuses[node] = "compensated"
-            elif event.kind == "compensation.skipped":
-                statuses[node] = "skipped"
+                statuses[node] = NodeStatus.FAILED.value
+            elif event.kind == EventKind.COMPENSATION_COMPLETED:
+                statuses[node] = NodeStatus.COMPENSATED.value
+            elif event.kind == EventKind.COMPENSATION_SKIPPED:
+                statuses[node] = NodeStatus.SKIPPED.value
         state = self._engine._state(self.id)
         for token in state.tokens.values():
             if unregistered_activity(self._engine, state, token) is not None:
                 statuses[token["node"]] = NodeStatus.BLOCKED.value
                 continue
             if "comp" in token:
-                statuses[token["node"]] = "compensating"
+                statuses[token["node"]] = NodeStatus.COMPENSATING.value
                 continue
             statuses[token["node"]] = {
-                "ready": "running",
-                "wait": "waiting",
-                "timer": "waiting",
-                "retry": "retrying",
-                "suspended": "failed",
-                "cancelling": "cancelling",
-            }.get(token["st"], statuses.get(token["node"], "running"))
+                TokenState.READY: NodeStatus.RUNNING.value,
+                TokenState.WAIT: NodeStatus.WAITING.value,
+                TokenState.TIMER: NodeStatus.WAITING.value,
+                TokenState.RETRY: NodeStatus.RETRYING.value,
+                TokenState.SUSPENDED: NodeStatus.FAILED.value,
+                TokenState.CANCELLING: NodeStatus.CANCELLING.value,
+            }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
         return statuses
 
 

@@ -28,6 +28,7 @@ from wfkit.definition.rendering import RenderingUnavailable
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Engine, Event, Run, RunStatus
 from wfkit.engine.records import RunView
+from wfkit.engine.vocabulary import EventKind
 from wfkit.widgets.confirm import Message
 from wfkit.widgets.surface import GraphSurface
 from wfkit.widgets.timeline import spans_of, timeline_svg
@@ -35,13 +36,13 @@ from wfkit.widgets.timeline import spans_of, timeline_svg
 __all__ = ["LoopProgress", "RunMonitor", "loop_progress"]
 
 _SUCCESS = (
-    "step.completed",
-    "decision.taken",
-    "signal.received",
-    "approval.approved",
-    "approval.rejected",
-    "timer.fired",
-    "join.completed",
+    EventKind.STEP_COMPLETED,
+    EventKind.DECISION_TAKEN,
+    EventKind.SIGNAL_RECEIVED,
+    EventKind.APPROVAL_APPROVED,
+    EventKind.APPROVAL_REJECTED,
+    EventKind.TIMER_FIRED,
+    EventKind.JOIN_COMPLETED,
 )
 _STATUS_COLOURS = {
     "completed": "#2e7d32",
@@ -123,7 +124,7 @@ def loop_progress(
     joins = _joins(workflow)
     result = []
     for fork in [n for n in workflow.graph.nodes if workflow.node(n).kind == NodeKind.FOR_EACH]:
-        starts = [e for e in history if e.kind == "for_each.started" and e.node_id == fork]
+        starts = [e for e in history if e.kind == EventKind.FOR_EACH_STARTED and e.node_id == fork]
         if not starts:
             continue
         join = joins.get(fork)
@@ -135,13 +136,13 @@ def loop_progress(
         failures: dict[str, set[str | None]] = {n: set() for n in body}
         for e in history:
             if e.node_id in body:
-                if e.kind == "step.completed":
+                if e.kind == EventKind.STEP_COMPLETED:
                     completed[e.node_id].add(e.token)
-                elif e.kind == "step.failed" and "retry_in_s" not in (e.detail or {}):
+                elif e.kind == EventKind.STEP_FAILED and "retry_in_s" not in (e.detail or {}):
                     failures[e.node_id].add(e.token)
                 if e.kind in _SUCCESS and e.node_id in lasts:
                     done.add(e.token)
-            elif e.kind == "branch.failed" and e.node_id == join and join is not None:
+            elif e.kind == EventKind.BRANCH_FAILED and e.node_id == join and join is not None:
                 failed += 1
         in_progress = sum(
             1 for t in (tokens or {}).values() if t.get("node") in body and not t.get("comp")

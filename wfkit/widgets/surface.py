@@ -23,23 +23,13 @@ import traitlets
 
 from wfkit.definition import rendering
 from wfkit.definition.problems import Problem
+from wfkit.engine.vocabulary import NodeStatus
 
 __all__ = ["STATUS_CLASSES", "GraphSurface", "edge_element_id", "node_element_id"]
 
 log = logging.getLogger(__name__)
 
-STATUS_CLASSES = (
-    "succeeded",
-    "failed",
-    "running",
-    "waiting",
-    "retrying",
-    "blocked",
-    "compensating",
-    "compensated",
-    "skipped",
-    "problem",
-)
+STATUS_CLASSES = (*(status.value for status in NodeStatus), "problem")
 """Status values ``surface.css`` colours; any other class name is applied but left unstyled."""
 
 ConnectHandler = Callable[[str, str], None]

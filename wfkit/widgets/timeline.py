@@ -17,36 +17,37 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from wfkit.engine import Event
+from wfkit.engine.vocabulary import EventKind, NodeStatus
 
 __all__ = ["COLOURS", "Span", "short_span", "spans_of", "timeline_svg"]
 
 COLOURS: dict[str, str] = {
-    "succeeded": "#43a047",
-    "failed": "#e53935",
-    "compensated": "#8e24aa",
+    NodeStatus.SUCCEEDED.value: "#43a047",
+    NodeStatus.FAILED.value: "#e53935",
+    NodeStatus.COMPENSATED.value: "#8e24aa",
     "compensation-failed": "#ad1457",
-    "running": "#1e88e5",
-    "waiting": "#ffb300",
+    NodeStatus.RUNNING.value: "#1e88e5",
+    NodeStatus.WAITING.value: "#ffb300",
     "waited": "#ffe082",
 }
 """Fill colour of a bar by outcome."""
 
-_ENDS = {
-    "step.completed": ("attempt", "succeeded"),
-    "step.failed": ("attempt", "failed"),
-    "compensation.completed": ("attempt", "compensated"),
-    "compensation.failed": ("attempt", "compensation-failed"),
+_ENDS: dict[str, tuple[str, str]] = {
+    EventKind.STEP_COMPLETED: ("attempt", NodeStatus.SUCCEEDED.value),
+    EventKind.STEP_FAILED: ("attempt", NodeStatus.FAILED.value),
+    EventKind.COMPENSATION_COMPLETED: ("attempt", NodeStatus.COMPENSATED.value),
+    EventKind.COMPENSATION_FAILED: ("attempt", "compensation-failed"),
 }
-_WAIT_STARTS = ("signal.waiting", "approval.waiting", "delay.started")
+_WAIT_STARTS = (EventKind.SIGNAL_WAITING, EventKind.APPROVAL_WAITING, EventKind.DELAY_STARTED)
 _WAIT_ENDS = (
-    "signal.received",
-    "signal.elapsed",
-    "approval.approved",
-    "approval.rejected",
-    "approval.expired",
-    "timer.fired",
+    EventKind.SIGNAL_RECEIVED,
+    EventKind.SIGNAL_ELAPSED,
+    EventKind.APPROVAL_APPROVED,
+    EventKind.APPROVAL_REJECTED,
+    EventKind.APPROVAL_EXPIRED,
+    EventKind.TIMER_FIRED,
 )
-_RUN_ENDS = ("run.completed", "run.failed", "run.cancelled")
+_RUN_ENDS = (EventKind.RUN_COMPLETED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED)
 
 LABEL_WIDTH = 150
 LANE_HEIGHT = 16
@@ -119,10 +120,12 @@ def spans_of(
             end_of_run = e.at
         last_at[e.token] = e.at
     for began, node in open_waits.values():
-        spans.append(Span(node, "wait", "waiting", began.at, end_of_run or now))
+        spans.append(Span(node, "wait", NodeStatus.WAITING.value, began.at, end_of_run or now))
     for token, (node, attempt) in (in_flight or {}).items():
         start = last_at.get(token, history[0].at if history else now)
-        spans.append(Span(node, "attempt", "running", start, max(now, start), attempt))
+        spans.append(
+            Span(node, "attempt", NodeStatus.RUNNING.value, start, max(now, start), attempt)
+        )
     return sorted(spans, key=lambda s: s.start)
 
 
