@@ -147,11 +147,14 @@ def test_build_fix_register_and_run_a_workflow_in_the_editor(
     notebook.wait_for(lambda s: s["editor"]["selected"] == "check", "check added and selected")
     expect(page.locator(".wfkit-node-form")).to_contain_text("check")
     set_activity(page, "orders.chek")  # a typo: no such activity is registered
-    state = notebook.wait_for(
-        lambda s: s["editor"]["nodes"]["check"].get("activity") == "orders.chek",
-        "check running the typed activity",
+    # the node and its problems are published one after the other: wait for both
+    notebook.wait_for(
+        lambda s: (
+            s["editor"]["nodes"]["check"].get("activity") == "orders.chek"
+            and "unknown-activity" in problems_of(s, "check")
+        ),
+        "check running the typed activity, reported as unknown",
     )
-    assert "unknown-activity" in problems_of(state, "check")
     add_node(page, "action", "ship")
     notebook.wait_for(lambda s: s["editor"]["selected"] == "ship", "ship added and selected")
     set_activity(page, "orders.ship")
