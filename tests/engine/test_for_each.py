@@ -266,3 +266,27 @@ def test_a_typed_document_ships_every_line_and_parks_a_partial_shipment_for_revi
     assert [(w.run_id, w.node_id, w.kind) for w in engine.waiting()] == [
         (bad.id, "review", "approval")
     ]
+
+
+def test_a_checkpoint_of_a_for_each_does_not_rewrite_its_items(engine, acts) -> None:
+    """The item list is written once, when the for_each opens: every later checkpoint (an item
+    started or done) stays small however many items there are."""
+    acts.add("work", lambda ctx: None)
+    engine.register(
+        wf.Workflow("many")
+        .start_with()
+        .for_each("items", lambda b: b.then("work"), max_parallelism=4)
+    )
+    items = [{"sku": f"item-{i:05d}", "qty": i} for i in range(1_000)]
+    run = engine.start("many", {"items": items})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.count("work") == 1_000
+    sizes = engine.sql(
+        f"SELECT kind, length(delta) FROM wf_events WHERE run_id = '{run.id}' "
+        "AND delta IS NOT NULL ORDER BY seq"
+    ).fetchall()
+    (_, opened), *later = sizes  # the first checkpoint opened the for_each
+    assert opened > 25_000  # the items, once
+    assert len(later) > 100 and max(size for _, size in later) < 2_000  # never again

@@ -20,6 +20,7 @@ from wfkit.engine.loops import loop_path
 __all__ = [
     "branch_completed",
     "branch_failed",
+    "close_frame",
     "decide",
     "launch_items",
     "open_frame",
@@ -50,6 +51,13 @@ def open_frame(
     return frame_id
 
 
+def close_frame(cp: Checkpoint, frame_id: str) -> None:
+    """Forget a frame (and its item list)."""
+    cp.run.drop("frames", frame_id)
+    if frame_id in cp.run.items:
+        cp.run.drop("items", frame_id)
+
+
 def update_frame(cp: Checkpoint, frame_id: str, **changes: Any) -> dict[str, Any]:
     """Change a frame (recorded)."""
     frame = {**cp.run.frames[frame_id], **changes}
@@ -72,7 +80,7 @@ def branch_failed(cp: Checkpoint, token_id: str, error: str) -> None:
 
 
 def _after_branch(cp: Checkpoint, frame_id: str) -> None:
-    if "items" in cp.run.frames[frame_id]:
+    if "next" in cp.run.frames[frame_id]:  # a for_each: start its next items
         launch_items(cp, frame_id)
     decide(cp, frame_id)
 
@@ -94,8 +102,8 @@ def decide(cp: Checkpoint, frame_id: str) -> None:
             drains.take_away(cp, other)  # an attempt in flight is asked to stop
     for nested, inner in list(cp.run.frames.items()):  # forks inside its branches close too
         if any(f[1] == frame_id for f in inner["fr"]):
-            cp.run.drop("frames", nested)
-    cp.run.drop("frames", frame_id)
+            close_frame(cp, nested)
+    close_frame(cp, frame_id)
     join_id = frame["join"]
     detail = {"completed": done, "failed": failed, "expected": n}
     if satisfied:

@@ -24,13 +24,21 @@ def loop_path(flow: CompiledFlow, frames: Sequence[Sequence[Any]]) -> tuple[int,
     return tuple(int(f[2]) for f in frames if flow.nodes[f[0]].kind == NodeKind.FOR_EACH)
 
 
-def loop_item(flow: CompiledFlow, open_frames: dict[str, Any], frames: Sequence[Any]) -> Any:
+def loop_item(
+    flow: CompiledFlow,
+    open_frames: dict[str, Any],
+    frames: Sequence[Any],
+    items: dict[str, list[Any]] | None = None,
+) -> Any:
     """The item of the innermost for_each among ``frames`` (None outside any, or once its
-    frame has closed)."""
+    frame has closed). ``items`` is the run's item lists by frame (older snapshots kept the
+    list in the frame itself)."""
     for fork_id, frame_id, index in reversed(frames):
         if flow.nodes[fork_id].kind == NodeKind.FOR_EACH:
-            items = (open_frames.get(frame_id) or {}).get("items")
-            return items[index] if items is not None and index < len(items) else None
+            found = (items or {}).get(frame_id)
+            if found is None:
+                found = (open_frames.get(frame_id) or {}).get("items")
+            return found[index] if found is not None and index < len(found) else None
     return None
 
 
@@ -70,7 +78,7 @@ def job_cell(
     path = loop_path(run.flow, token["fr"])
     if not path:
         return (), None, ()
-    item = loop_item(run.flow, run.frames, token["fr"])
+    item = loop_item(run.flow, run.frames, token["fr"], run.items)
     return path, None if item is None else _dumps(item), ()
 
 

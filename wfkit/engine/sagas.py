@@ -59,7 +59,7 @@ def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> Non
         entry["fr"] = frames
     if path:
         entry["lp"] = list(path)
-        entry["item"] = loop_item(cp.flow, cp.run.frames, frames)
+        entry["item"] = loop_item(cp.flow, cp.run.frames, frames, cp.run.items)
     cp.run.put("saga", entry_id, entry)
     cp.saga_rows.append(
         (

@@ -21,7 +21,7 @@ from wfkit.engine.flows import CompiledFlow
 
 __all__ = ["RunState"]
 
-_MAPS = ("tokens", "frames", "visits", "outputs", "saga", "unwinds", "ending")
+_MAPS = ("tokens", "frames", "items", "visits", "outputs", "saga", "unwinds", "ending")
 
 
 @dataclass
@@ -37,6 +37,9 @@ class RunState:
     counter: int = 0
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     frames: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the item list of each open for_each frame, written once when it opens: the frame itself
+    # changes with every item and stays small, so a checkpoint never rewrites the items
+    items: dict[str, list[Any]] = field(default_factory=dict)
     visits: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     saga: dict[str, dict[str, Any]] = field(default_factory=dict)  # compensable steps done

@@ -21,7 +21,7 @@ def expression_scope(cp: Checkpoint, token: dict[str, Any]) -> dict[str, Any]:
     scope: dict[str, Any] = {"outputs": cp.run.outputs}
     path = loop_path(cp.flow, token["fr"])
     if path:
-        scope["item"] = loop_item(cp.flow, cp.run.frames, token["fr"])
+        scope["item"] = loop_item(cp.flow, cp.run.frames, token["fr"], cp.run.items)
         scope["loop_index"] = path[-1]
     return scope
 

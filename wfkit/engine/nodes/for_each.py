@@ -43,7 +43,8 @@ class ForEach(NodeHandler):
             )
             return
         limit = config.max_parallelism or max(len(items), 1)
-        frame_id = open_frame(cp, node_id, token, len(items), items=items, next=0, limit=limit)
+        frame_id = open_frame(cp, node_id, token, len(items), next=0, limit=limit)
+        cp.run.put("items", frame_id, items)
         cp.end_path(token_id, commit=False)
         cp.event(
             "for_each.started", node_id, token_id, detail={"items": len(items), "limit": limit}
