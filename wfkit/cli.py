@@ -293,18 +293,42 @@ def serve(
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Engine worker threads")] = 4,
     max_body: Annotated[
-        int, typer.Option(min=1, help="Largest request body accepted, in bytes")
-    ] = 256 * 1024,
+        int | None,
+        typer.Option(
+            min=1,
+            help="Largest request body accepted, in bytes [default: the 256 KiB payload limit "
+            "+ 64 KiB for the JSON around it]",
+            show_default=False,
+        ),
+    ] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request")] = True,
+    docs: Annotated[
+        bool,
+        typer.Option(
+            help="Serve Swagger UI at /api/v1/docs (it loads from a CDN: the browser needs "
+            "internet); the OpenAPI document is always at /api/v1/openapi.json"
+        ),
+    ] = False,
 ) -> None:
     """Serve the HTTP API (/api/v1) over a DuckDB file until Ctrl-C.
 
-    The token comes from WFKIT_API_TOKEN, or is generated and printed once. While serving,
-    <db>.server.json (owner-only) holds the URL, pid and token for the other commands.
+    The token comes from WFKIT_API_TOKEN (16 characters or more), or is generated and printed
+    once. While serving, <db>.server.json (owner-only) holds the URL, pid and token for the
+    other commands.
     """
     from wfkit.api.server import serve as serve_api
 
-    serve_api(db, host, port, None, module or (), threads, max_body=max_body, access_log=access_log)
+    serve_api(
+        db,
+        host,
+        port,
+        None,
+        module or (),
+        threads,
+        max_body=max_body,
+        access_log=access_log,
+        docs=docs,
+    )
 
 
 @app.command("signal")

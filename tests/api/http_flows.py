@@ -23,6 +23,7 @@ class Order(BaseModel):
     reserved: bool = False
     charged: bool = False
     receipt: bool = False
+    note: str = ""  # free text: lets a test send a data document close to the size limit
 
 
 class Payment(BaseModel):

@@ -26,6 +26,8 @@ from xml.etree import ElementTree
 import httpx
 import pytest
 
+from tests.api import http_flows
+
 FLOWS = Path(__file__).with_name("http_flows.py")
 BIN = Path(sys.executable).parent
 WFKIT = BIN / "wfkit"
@@ -74,7 +76,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     command = [str(WFKIT), "serve", "--db", str(db), "--port", "0", "--threads", "2"]
     command += ["--module", str(FLOWS), "--no-access-log"]
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=_env())
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=_env(), umask=0o022
+        )
     try:
 
         def started() -> dict[str, Any] | None:
@@ -163,20 +167,93 @@ def test_health_needs_no_token_and_every_other_route_does(server: Server) -> Non
 
 
 def test_an_oversize_body_is_refused_with_413(api: httpx.Client) -> None:
-    big = {"payload": {"blob": "x" * (300 * 1024)}}
+    big = {"payload": {"blob": "x" * (400 * 1024)}}
     declared = api.post("/signals/paid/o-big", json=big)
-    assert "262,144 bytes" in _problem(declared, 413)["detail"]
+    assert "327,680 bytes" in _problem(declared, 413)["detail"]  # 256 KiB + 64 KiB
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the server must count as it reads
         yield b'{"payload": {"blob": "'
-        for _ in range(300):
+        for _ in range(400):
             yield b"x" * 1024
         yield b'"}}'
 
     streamed = api.post(
         "/signals/paid/o-big", content=chunks(), headers={"content-type": "application/json"}
     )
-    _problem(streamed, 413)
+    assert _problem(streamed, 413)["type"] == "urn:wfkit:problem:body-too-large"
+
+
+def _padded(document: dict[str, Any], field: str, size: int) -> dict[str, Any]:
+    """``document`` with ``field`` filled so that its JSON is ``size`` bytes, as the engine
+    measures it (``json.dumps`` with its default separators)."""
+    bare = len(json.dumps({**document, field: ""}).encode())
+    return {**document, field: "x" * (size - bare)}
+
+
+LIMIT = 256 * 1024  # the engine's max_payload
+
+
+def test_a_payload_at_the_limit_goes_through_and_one_over_it_is_413(
+    api: httpx.Client,
+) -> None:
+    order = _order()
+    # the data as the engine admits it: the model's defaults filled in
+    data = http_flows.Order(order_id=order).model_dump(mode="json")
+    started = api.post(
+        "/runs", json={"workflow": "http-order", "data": _padded(data, "note", LIMIT)}
+    )
+    assert started.status_code == 201, started.text[:500]
+    run_id = started.json()["run_id"]
+    _waiting_on(api, run_id, "paid")
+
+    payload = _padded({"amount": 5}, "note", LIMIT)
+    sent = api.post(f"/signals/paid/{order}", json={"payload": payload, "actor": "bank"})
+    assert sent.status_code == 200, sent.text[:500]
+    assert sent.json()["delivered"] is True
+    _waiting_on(api, run_id, "review")
+
+    over = api.post("/signals/paid/o-over", json={"payload": _padded({}, "note", LIMIT + 1)})
+    problem = _problem(over, 413)
+    assert problem["type"] == "urn:wfkit:problem:payload-too-large"
+    assert "262,145 bytes" in problem["detail"] and "262,144" in problem["detail"]
+    data = _padded({"order_id": _order()}, "note", LIMIT + 1)
+    refused = api.post("/runs", json={"workflow": "http-order", "data": data})
+    assert _problem(refused, 413)["type"] == "urn:wfkit:problem:payload-too-large"
+
+
+def test_a_short_token_is_refused_at_start_up(tmp_path: Path) -> None:
+    db = tmp_path / "short.duckdb"
+    started = subprocess.run(
+        [str(WFKIT), "serve", "--db", str(db), "--port", "0"],
+        capture_output=True,
+        text=True,
+        env={**_env(), "WFKIT_API_TOKEN": "a"},
+        timeout=20,
+        check=False,
+    )
+    assert started.returncode == 1, started.stdout + started.stderr
+    assert started.stderr.startswith("error: ") and started.stderr.count("\n") == 1
+    assert "WFKIT_API_TOKEN is 1 characters long; use at least 16" in started.stderr
+    assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in started.stderr
+    assert not db.exists()  # refused before anything was opened
+
+
+def test_swagger_ui_is_off_and_the_openapi_document_is_served(server: Server) -> None:
+    with server.client(None) as anonymous:
+        _problem(anonymous.get("/docs"), 404)
+        document = anonymous.get("/openapi.json")
+        assert document.status_code == 200
+        assert document.json()["info"]["title"] == "wfkit"
+    assert "OpenAPI at " in server.log.read_text()
+
+
+def test_the_database_its_log_and_the_server_file_are_owner_only(
+    server: Server, api: httpx.Client
+) -> None:
+    _start(api, order_id=_order())  # a write: the write-ahead log exists
+    files = (server.db, Path(f"{server.db}.wal"), Path(f"{server.db}.server.json"))
+    modes = {path.name: oct(stat.S_IMODE(path.stat().st_mode)) for path in files}
+    assert modes == {path.name: "0o600" for path in files}  # under umask 022
 
 
 # --- a run from start to end ---------------------------------------------------------------------
@@ -211,6 +288,7 @@ def test_a_run_goes_through_its_signal_approval_and_saga_over_http(api: httpx.Cl
         "reserved": True,
         "charged": True,
         "receipt": True,
+        "note": "",
     }
     assert run["outputs"]["httptest.invoice"] == {"invoice": f"inv-{order}"}
     assert set(run["nodes"].values()) == {"succeeded"}
@@ -285,6 +363,25 @@ def test_the_graph_picture_colours_nodes_by_their_status(api: httpx.Client) -> N
     assert COLOURS["waiting"] in fills["node-paid"]
     assert not fills["node-review"] & set(COLOURS.values())  # not reached yet
     assert run_id in picture.text  # the title names the run
+
+
+def test_pictures_and_every_other_answer_carry_a_strict_content_policy(
+    server: Server, api: httpx.Client
+) -> None:
+    run_id = _start(api, order_id=_order())
+    policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+    with server.client(None) as anonymous:
+        answers = [
+            api.get(f"/runs/{run_id}/graph.svg"),
+            api.get(f"/runs/{run_id}"),
+            api.get("/runs/nosuchrun/graph.svg"),
+            anonymous.get("/runs"),  # refused before any route runs
+            anonymous.get("/health"),
+        ]
+    assert answers[0].headers["content-type"].startswith("image/svg+xml")
+    for answer in answers:
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.url
+        assert answer.headers["content-security-policy"] == policy, answer.url
 
 
 # --- errors --------------------------------------------------------------------------------------

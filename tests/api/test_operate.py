@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
+import os
+import socket
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +18,7 @@ from typer.testing import CliRunner, Result
 
 import wfkit as wf
 from tests.api import http_flows
-from wfkit.api.server import running_server, sidecar_path
+from wfkit.api.server import _write_private, running_server, sidecar_path
 from wfkit.cli import app
 
 
@@ -144,3 +150,79 @@ def test_a_stale_sidecar_of_a_dead_server_is_ignored(db: Path) -> None:
     result = invoke("cancel", run_id, "--db", str(db))
     assert result.exit_code == 0, result.output
     assert "via the server" not in result.stdout
+
+
+# --- the server file -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planted", ["file", "link"])
+def test_the_server_file_is_never_written_through_a_file_someone_made_first(
+    tmp_path: Path, planted: str
+) -> None:
+    """In a shared folder another user may create the file a server is about to write: a file
+    they can read (and keep open), or a link to one. The token must reach neither."""
+    target = sidecar_path(tmp_path / "runs.duckdb")
+    guessed = tmp_path / f".{target.name}.{os.getpid()}.tmp"  # the name a server used to write
+    theirs = guessed if planted == "file" else tmp_path / "theirs.txt"
+    theirs.write_text("")
+    theirs.chmod(0o666)
+    if planted == "link":
+        guessed.symlink_to(theirs)
+    previous = os.umask(0)  # the permissions must not depend on the umask either
+    try:
+        with theirs.open(encoding="utf-8") as spy:
+            _write_private(target, {"url": "http://127.0.0.1:1", "pid": 1, "token": "s3cret"})
+            assert spy.read() == ""
+    finally:
+        os.umask(previous)
+    assert theirs.read_text() == ""
+    assert not target.is_symlink() and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert json.loads(target.read_text())["token"] == "s3cret"
+    left = {p.name for p in tmp_path.iterdir()} - {target.name, guessed.name, theirs.name}
+    assert not left, f"temporary files left behind: {left}"
+
+
+class _NotWfkit(http.server.BaseHTTPRequestHandler):
+    """Some other program's web server, on the port a dead wfkit server used."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>It works!</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("there", ["nothing", "another web server"])
+def test_a_server_file_naming_a_live_process_that_is_no_wfkit_server_is_named_in_the_error(
+    db: Path, there: str
+) -> None:
+    """The pid in the file is alive (this test's own process, as after pid reuse), but nothing
+    answers at its URL, or something that is not wfkit does."""
+    run_id = _start(db, "o-6")
+    with contextlib.ExitStack() as stack:
+        if there == "nothing":
+            with socket.socket() as probe:  # a port nobody listens on
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+        else:
+            other = http.server.HTTPServer(("127.0.0.1", 0), _NotWfkit)
+            stack.callback(other.server_close)
+            threading.Thread(target=other.serve_forever, daemon=True).start()
+            stack.callback(other.shutdown)
+            port = other.server_address[1]
+        sidecar = sidecar_path(db)
+        info = {"url": f"http://127.0.0.1:{port}", "pid": os.getpid(), "token": "t" * 20}
+        sidecar.write_text(json.dumps(info))
+
+        result = invoke("cancel", run_id, "--db", str(db))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert str(sidecar) in result.stderr
+    assert f"rm {sidecar}" in result.stderr
+    assert f"process {os.getpid()}" in result.stderr
+    assert _advance(db, run_id)[:2] == ("waiting", ["paid"])  # nothing changed

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from collections.abc import Iterator
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -148,6 +151,60 @@ def test_a_store_from_a_newer_wfkit_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(wf.StoreError, match="upgrade wfkit"):
         DuckDBStore(path)
+
+
+# --- file permissions -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask (files 0644 unless asked otherwise), whatever the test runner's is."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _mode(path: Path) -> int | None:
+    return stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+
+
+def _start_run(engine: wf.Engine) -> None:
+    engine.start("perm", {"secret": "personal data"})
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_a_new_database_and_its_write_ahead_log_are_owner_only(
+    tmp_path: Path, registry: wf.ActivityRegistry
+) -> None:
+    path = tmp_path / "runs.duckdb"
+    wal = Path(f"{path}.wal")
+    with wf.Engine(path, registry=registry) as engine:
+        assert _mode(path) == 0o600
+        engine.register(wf.Workflow("perm", 1).start_with("a"))
+        _start_run(engine)
+        assert _mode(wal) == 0o600
+        engine.sql("CHECKPOINT")  # DuckDB deletes the log, and creates it again at the next write
+        assert not wal.exists()
+        _start_run(engine)
+        assert _mode(wal) == 0o600
+    assert _mode(path) == 0o600
+    assert os.umask(0o022) == 0o022  # the process's umask is as it was
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_an_existing_database_keeps_its_permissions_and_its_log_gets_no_more(
+    tmp_path: Path, registry: wf.ActivityRegistry
+) -> None:
+    path = tmp_path / "shared.duckdb"
+    DuckDBStore(path).close()
+    os.chmod(path, 0o640)  # shared with the group on purpose
+    with wf.Engine(path, registry=registry) as engine:
+        engine.register(wf.Workflow("perm", 1).start_with("a"))
+        _start_run(engine)
+        assert _mode(Path(f"{path}.wal")) == 0o640
+    assert _mode(path) == 0o640
 
 
 # --- named queries ----------------------------------------------------------------------------

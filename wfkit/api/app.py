@@ -8,13 +8,13 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 import wfkit
-from wfkit.api.auth import TokenMiddleware
+from wfkit.api.auth import TokenMiddleware, check_token
 from wfkit.api.errors import install_handlers
-from wfkit.api.limits import DEFAULT_MAX_BODY, BodyLimitMiddleware
+from wfkit.api.headers import SecurityHeadersMiddleware
+from wfkit.api.limits import BodyLimitMiddleware, body_limit
 from wfkit.api.models import Problem
 from wfkit.api.routes import public, secured
 from wfkit.engine import Engine
-from wfkit.errors import UsageError
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -24,11 +24,15 @@ _DESCRIPTION = """\
 Signals, approvals, runs and recovery for a wfkit engine.
 
 Every route but `/health` (and this document) needs `Authorization: Bearer <token>`. Errors are
-RFC 9457 problem documents (`application/problem+json`). Request bodies are limited in size.
+RFC 9457 problem documents (`application/problem+json`). Request bodies are limited in size:
+a payload (signal payload, run data) may be as large as the engine accepts (256 KiB of JSON by
+default), and the body around it 64 KiB more.
 """
 
 
-def create_app(engine: Engine, token: str, *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+def create_app(
+    engine: Engine, token: str, *, max_body: int | None = None, docs: bool = False
+) -> FastAPI:
     """The HTTP API over ``engine``, guarded by the bearer ``token``.
 
     Parameters
@@ -36,9 +40,14 @@ def create_app(engine: Engine, token: str, *, max_body: int = DEFAULT_MAX_BODY) 
     engine : Engine
         The engine to serve; the caller starts its workers and closes it.
     token : str
-        The bearer token every route but health needs.
-    max_body : int
-        Largest request body accepted, in bytes (256 KiB by default).
+        The bearer token every route but health needs (16 characters or more).
+    max_body : int, optional
+        Largest request body accepted, in bytes; by default the engine's ``max_payload`` plus
+        64 KiB for the JSON around a payload.
+    docs : bool
+        Serve Swagger UI at ``/api/v1/docs``. Off by default: the page loads its scripts from a
+        CDN, so the browser needs internet. The OpenAPI document is always at
+        ``/api/v1/openapi.json``.
 
     Returns
     -------
@@ -48,27 +57,26 @@ def create_app(engine: Engine, token: str, *, max_body: int = DEFAULT_MAX_BODY) 
     Raises
     ------
     UsageError
-        When the token is empty.
+        When the token is empty or shorter than 16 characters.
 
     Examples
     --------
     >>> import wfkit as wf
     >>> with wf.Engine(":memory:") as engine:
-    ...     app = create_app(engine, "s3cret")
+    ...     app = create_app(engine, "s3cret-s3cret-s3cret")
     ...     sorted(app.openapi()["paths"])[:2]
     ['/api/v1/health', '/api/v1/runs']
     """
-    if not token or not token.strip():
-        raise UsageError(
-            "the API token is empty; set WFKIT_API_TOKEN or pass a token (wfkit serve makes one)"
-        )
+    check_token(token)
+    docs_url = f"{API_PREFIX}/docs" if docs else None
+    redirect_url = f"{docs_url}/oauth2-redirect" if docs_url else None
     app = FastAPI(
         title="wfkit",
         version=wfkit.__version__,
         description=_DESCRIPTION,
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
-        swagger_ui_oauth2_redirect_url=f"{API_PREFIX}/docs/oauth2-redirect",
+        docs_url=docs_url,
+        swagger_ui_oauth2_redirect_url=redirect_url,
         redoc_url=None,
     )
     app.state.engine = engine
@@ -76,8 +84,12 @@ def create_app(engine: Engine, token: str, *, max_body: int = DEFAULT_MAX_BODY) 
     install_handlers(app)
     app.include_router(public)
     app.include_router(secured)
-    app.add_middleware(BodyLimitMiddleware, max_body=max_body)
-    app.add_middleware(TokenMiddleware, token=token)  # added last, so it runs first
+    limit = body_limit(engine.max_payload) if max_body is None else max_body
+    app.add_middleware(BodyLimitMiddleware, max_body=limit)
+    app.add_middleware(TokenMiddleware, token=token)  # runs before the body is read
+    # outermost: refusals (401, 413) carry the headers too; the docs page loads a CDN's scripts
+    pages = [url for url in (docs_url, redirect_url) if url]
+    app.add_middleware(SecurityHeadersMiddleware, exempt=pages)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

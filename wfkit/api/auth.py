@@ -3,7 +3,8 @@
 The token comes from ``WFKIT_API_TOKEN`` or is generated when the server starts. Every path but
 the public ones (health, the OpenAPI document and its docs page) needs
 ``Authorization: Bearer <token>``; a missing or wrong token gets a 401 problem document with a
-``WWW-Authenticate: Bearer`` challenge. Tokens are compared in constant time.
+``WWW-Authenticate: Bearer`` challenge. Tokens are compared in constant time, and a token
+shorter than 16 characters is refused at start-up.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from wfkit.api.errors import ApiProblem, problem_response
+from wfkit.errors import UsageError
 
 __all__ = [
+    "MIN_TOKEN_LENGTH",
     "PUBLIC_PATHS",
     "TOKEN_ENV",
     "TokenMiddleware",
     "bearer",
+    "check_token",
     "new_token",
     "require_token",
     "resolve_token",
@@ -31,6 +35,8 @@ __all__ = [
 ]
 
 TOKEN_ENV = "WFKIT_API_TOKEN"
+MIN_TOKEN_LENGTH = 16
+"""Shortest token accepted, in characters: a short shared secret can be guessed."""
 PUBLIC_PATHS = frozenset(
     {"/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs", "/api/v1/docs/oauth2-redirect"}
 )
@@ -48,10 +54,32 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def check_token(token: str, where: str = "given") -> None:
+    """Refuse an empty token or one shorter than :data:`MIN_TOKEN_LENGTH` (``UsageError``)."""
+    if not token or not token.strip():
+        raise UsageError(
+            f"the API token is empty; set {TOKEN_ENV} or pass a token (wfkit serve makes one)"
+        )
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise UsageError(
+            f"the API token {where} is {len(token)} characters long; use at least "
+            f"{MIN_TOKEN_LENGTH}, e.g. one made with "
+            'python -c "import secrets; print(secrets.token_urlsafe(32))", or leave '
+            f"{TOKEN_ENV} unset and wfkit serve makes one and prints it"
+        )
+
+
 def resolve_token(token: str | None = None) -> tuple[str, bool]:
-    """The token to use and whether it was generated (so the caller prints it once)."""
-    chosen = token or os.environ.get(TOKEN_ENV, "").strip()
+    """The token to use and whether it was generated (so the caller prints it once).
+
+    Raises ``UsageError`` when the given or ``WFKIT_API_TOKEN``'s token is too short.
+    """
+    if token:
+        check_token(token)
+        return token, False
+    chosen = os.environ.get(TOKEN_ENV, "").strip()
     if chosen:
+        check_token(chosen, f"in {TOKEN_ENV}")
         return chosen, False
     return new_token(), True
 

@@ -8,6 +8,7 @@ proxy: the server is reached directly.
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -17,7 +18,11 @@ from urllib.parse import quote
 from wfkit.api.app import API_PREFIX
 from wfkit.errors import AdmissionError, SignalError, StoreError, UsageError, WfkitError
 
-__all__ = ["ApiClient"]
+__all__ = ["ApiClient", "NoServer"]
+
+
+class NoServer(StoreError):
+    """Nothing answers at the server's URL, or what answers is not a wfkit server."""
 
 
 class ApiClient:
@@ -66,6 +71,45 @@ class ApiClient:
                 f"cannot reach the wfkit server at {self.url} ({reason}); check that "
                 "'wfkit serve' is still running, or stop it to use the file directly"
             ) from exc
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health``, without the token (anyone may ask): the server's version and workflows.
+
+        Raises
+        ------
+        NoServer
+            When nothing answers at the URL, or what answers is not a wfkit server.
+        StoreError
+            When the wfkit server answers that it is unwell (its store is unavailable).
+        """
+        req = urllib.request.Request(
+            f"{self.url}{API_PREFIX}/health", headers={"Accept": "application/json"}
+        )
+        try:
+            with self._opener.open(req, timeout=self.timeout) as answer:
+                found = json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                problem = json.loads(exc.read() or b"{}")
+            except ValueError:
+                problem = {}
+            if isinstance(problem, dict) and str(problem.get("type", "")).startswith(_PROBLEM):
+                raise StoreError(
+                    f"the wfkit server at {self.url} is unwell: {problem.get('detail')}"
+                ) from None
+            raise NoServer(
+                f"what answers at {self.url} is not a wfkit server (HTTP {exc.code} {exc.reason})"
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise NoServer(f"nothing answers at {self.url} ({reason})") from exc
+        except ValueError:
+            raise NoServer(
+                f"what answers at {self.url} is not a wfkit server (its answer is not JSON)"
+            ) from None
+        if not isinstance(found, dict) or not {"version", "workflows"} <= found.keys():
+            raise NoServer(f"what answers at {self.url} is not a wfkit server")
+        return found
 
     # --- the engine's operator calls ------------------------------------------------------------
 
@@ -129,6 +173,9 @@ class ApiClient:
     def status(self, run_id: str) -> str:
         """The run's status."""
         return str(self.request("GET", f"/runs/{_seg(run_id)}")["status"])
+
+
+_PROBLEM = "urn:wfkit:problem:"
 
 
 def _seg(text: str) -> str:

@@ -3,6 +3,11 @@
 It checks ``Content-Length`` first, then counts the bytes as they stream in (a chunked body
 has no length to trust), and only hands the body on once it is whole and within the limit, so
 a route never sees part of a body.
+
+The limit leaves room around the largest payload the engine accepts (``max_payload``, 256 KiB
+by default): a body may be the payload plus :data:`ENVELOPE_ALLOWANCE` for the JSON around it
+(``{"payload": ..., "actor": ...}``). The routes check the payload itself against the engine's
+limit and answer 413 when it is over.
 """
 
 from __future__ import annotations
@@ -10,11 +15,20 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wfkit.api.errors import problem_response
+from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD
 
-__all__ = ["DEFAULT_MAX_BODY", "BodyLimitMiddleware"]
+__all__ = ["DEFAULT_MAX_BODY", "ENVELOPE_ALLOWANCE", "BodyLimitMiddleware", "body_limit"]
 
-DEFAULT_MAX_BODY = 256 * 1024
-"""Largest request body accepted, in bytes (256 KiB)."""
+ENVELOPE_ALLOWANCE = 64 * 1024
+"""Bytes a request body may hold beyond the largest payload: the JSON around the payload."""
+
+DEFAULT_MAX_BODY = DEFAULT_MAX_PAYLOAD + ENVELOPE_ALLOWANCE
+"""Largest request body accepted by default, in bytes (320 KiB: 256 KiB of payload + 64 KiB)."""
+
+
+def body_limit(max_payload: int) -> int:
+    """The body limit for an engine that accepts payloads of up to ``max_payload`` bytes."""
+    return max_payload + ENVELOPE_ALLOWANCE
 
 
 class BodyLimitMiddleware:

@@ -2,7 +2,9 @@
 
 One process owns a DuckDB file. ``operate(db)`` opens the engine on ``db`` when nobody holds it,
 and otherwise, when ``wfkit serve`` holds it (its ``<db>.server.json`` names a live process),
-returns an :class:`ApiClient` of that server, whose methods mirror the engine's.
+returns an :class:`ApiClient` of that server, whose methods mirror the engine's. A sidecar file
+whose process is alive but does not answer as a wfkit server (the process id was reused, or the
+server is stuck) is refused with a message naming the file and how to remove it.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wfkit.api.client import ApiClient
-from wfkit.api.server import running_server
+from wfkit.api.client import ApiClient, NoServer
+from wfkit.api.server import ServerInfo, running_server, sidecar_path
 from wfkit.engine import Engine
 from wfkit.errors import StoreError, UsageError
 
@@ -34,7 +37,8 @@ def operate(db: str | Path) -> Iterator[tuple[Engine | ApiClient, str]]:
     UsageError
         When ``db`` does not exist and no server holds it.
     StoreError
-        When another process (not a wfkit server) holds ``db``.
+        When another process (not a wfkit server) holds ``db``, or ``<db>.server.json`` names a
+        live process that does not answer as a wfkit server.
     """
     path = Path(db)
     server = running_server(path)
@@ -53,7 +57,24 @@ def operate(db: str | Path) -> Iterator[tuple[Engine | ApiClient, str]]:
             with engine:
                 yield engine, ""
             return
-    yield ApiClient(server.url, server.token), f" (via the server at {server.url})"
+    client = ApiClient(server.url, server.token)
+    try:
+        client.health()
+    except NoServer as exc:
+        raise StoreError(_stale(path, server, exc)) from None
+    yield client, f" (via the server at {server.url})"
+
+
+def _stale(db: Path, server: ServerInfo, why: NoServer) -> str:
+    """What to do about a sidecar file whose live process is not an answering wfkit server."""
+    sidecar = sidecar_path(db)
+    return (
+        f"{sidecar} says a wfkit server (process {server.pid}) serves {db} at {server.url}, "
+        f"but {why}. Check what process {server.pid} is ('ps -p {server.pid} -o args='): if "
+        f"it is no 'wfkit serve' on {db}, the file is stale: remove it with "
+        f"'rm {shlex.quote(str(sidecar))}' and run the command again; if it is, the server is "
+        "stuck: stop it (SIGTERM removes the file) and start it again"
+    )
 
 
 def run_status(target: Engine | ApiClient, run_id: str) -> str:

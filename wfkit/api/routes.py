@@ -6,6 +6,8 @@ Routes are plain ``def`` functions: FastAPI runs them on its thread pool, so blo
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
@@ -40,6 +42,8 @@ from wfkit.errors import SignalError, UsageError
 
 __all__ = ["NODE_COLOURS", "public", "secured"]
 
+log = logging.getLogger("wfkit.api")
+
 NODE_COLOURS = {
     NodeStatus.SUCCEEDED.value: "#c8e6c9",
     NodeStatus.FAILED.value: "#ffcdd2",
@@ -66,7 +70,7 @@ _UNAUTHORIZED: Responses = {401: _problem("No bearer token, or the wrong one.")}
 _INVALID: Responses = {422: _problem("The request does not fit the schema.")}
 _BODY: Responses = {
     400: _problem("The body cannot be read: not UTF-8 JSON, or a malformed Content-Length."),
-    413: _problem("The request body is over the server's limit."),
+    413: _problem("The request body, or the payload in it, is over the server's limit."),
 }
 _NO_RUN: Responses = {404: _problem("There is no such run.")}
 _CONFLICT: Responses = {409: _problem("The run is not in a state that allows this.")}
@@ -131,16 +135,45 @@ def _started(engine: Engine, run: Run, restart_of: str | None = None) -> Started
 # --- health ----------------------------------------------------------------------------------
 
 
-@public.get("/health", summary="Is the server up (no token needed)")
+@public.get("/health", summary="Is the server up and its store reachable (no token needed)")
 def health(engine: EngineDep) -> Health:
-    """The server is up; names the workflows it serves."""
+    """The server is up and answers a query on its store; names the workflows it serves.
+
+    A 503 problem when the store does not answer (a closed connection, a database gone): then
+    every other route fails too, and the server's log says why.
+    """
+    try:
+        engine._store.query("schema_version")  # the most trivial query on wfkit's tables
+    except Exception as exc:  # whatever the backend raises, the store is not answering
+        log.error("health check: the store does not answer: %s", exc)
+        raise ApiProblem(
+            503,
+            "store-unavailable",
+            "the server is up but its store is unavailable: a query on it failed (the server's "
+            "log says why); check the database (disk space, the file, the PostgreSQL server), "
+            "then restart the server",
+        ) from None
     return Health(version=wfkit.__version__, workflows=engine.workflows())
+
+
+def _check_payload(engine: Engine, what: str, value: Any) -> None:
+    """A 413 problem when ``value`` is over the engine's payload limit, measured as it does."""
+    size = len(json.dumps(value, default=str).encode())
+    if size > engine.max_payload:
+        raise ApiProblem(
+            413,
+            "payload-too-large",
+            f"the {what} is {size:,} bytes of JSON; this server accepts at most "
+            f"{engine.max_payload:,} bytes (the engine's max_payload); keep large documents "
+            "elsewhere and pass a reference",
+        )
 
 
 # --- signals and approvals -----------------------------------------------------------------------
 
 
 def _signal(engine: Engine, name: str, key: str | None, body: SignalRequest) -> SignalResult:
+    _check_payload(engine, "signal payload", body.payload)
     if body.post_if_absent:
         delivered = engine.post_signal(
             name, key, body.payload, expires=body.expires, actor=body.actor
@@ -228,6 +261,7 @@ def list_runs(
 )
 def start_run(engine: EngineDep, body: StartRequest) -> JSONResponse:
     """Admit a run of a registered workflow (its latest version unless one is given)."""
+    _check_payload(engine, "data document", body.data)
     run = engine.start(body.workflow, body.data, version=body.version, actor=body.actor)
     return _created(_started(engine, run))
 

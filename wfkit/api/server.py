@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -26,7 +27,6 @@ import uvicorn
 
 from wfkit.api.app import API_PREFIX, create_app
 from wfkit.api.auth import TOKEN_ENV, resolve_token
-from wfkit.api.limits import DEFAULT_MAX_BODY
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Engine
 from wfkit.errors import UsageError
@@ -179,13 +179,28 @@ def _url(host: str, sock: socket.socket) -> str:
 
 
 def _write_private(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON readable by its owner only (0600), replacing any earlier file atomically."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(payload, out)
-    os.chmod(temp, 0o600)  # in case the file already existed with wider permissions
-    os.replace(temp, path)
+    """Write JSON readable by its owner only (0600), replacing any earlier file atomically.
+
+    The file holds the token, and the database's folder may be shared: it is written to a new
+    file of unpredictable name in the same folder, created exclusively (never a file or link
+    someone else made first) with mode 0600 from the start, then renamed into place.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    while True:
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(temp, flags, 0o600)
+        except FileExistsError:  # 64 random bits taken: pick again
+            continue
+        break
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(payload, out)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
 
 
 def _remove_if_ours(path: Path) -> None:
@@ -202,8 +217,9 @@ def serve(
     modules: Sequence[str] = (),
     threads: int = 4,
     *,
-    max_body: int = DEFAULT_MAX_BODY,
+    max_body: int | None = None,
     access_log: bool = True,
+    docs: bool = False,
 ) -> None:
     """Serve the HTTP API over the DuckDB file ``db`` until SIGINT or SIGTERM.
 
@@ -220,15 +236,19 @@ def serve(
         module-level ``Workflow`` is registered with the engine.
     threads : int
         Engine worker threads.
-    max_body : int
-        Largest request body accepted, in bytes.
+    max_body : int, optional
+        Largest request body accepted, in bytes; by default the largest payload the engine
+        accepts (256 KiB) plus 64 KiB for the JSON around it.
+    docs : bool
+        Serve Swagger UI at ``/api/v1/docs`` (it loads its scripts from a CDN).
 
     Raises
     ------
     StoreError
         When another process holds ``db``.
     UsageError
-        When a module cannot be imported or the address cannot be bound.
+        When the token is shorter than 16 characters, a module cannot be imported, the address
+        cannot be bound or the sidecar file cannot be written.
     """
     token, generated = resolve_token(token)
     with _stop_on_signals():
@@ -243,6 +263,7 @@ def serve(
                 threads,
                 max_body,
                 access_log,
+                docs,
             )
         except _Stop:
             pass
@@ -257,8 +278,9 @@ def _serve(
     generated: bool,
     modules: Sequence[ModuleType],
     threads: int,
-    max_body: int,
+    max_body: int | None,
     access_log: bool,
+    docs: bool,
 ) -> None:
     sidecar = sidecar_path(db)
     engine = Engine(db)
@@ -266,14 +288,14 @@ def _serve(
     try:
         for flow in _workflows(modules):
             engine.register(flow)
-        app = create_app(engine, token, max_body=max_body)
+        app = create_app(engine, token, max_body=max_body, docs=docs)
         sock = _bind(host, port)
         url = _url(host, sock)
         config = uvicorn.Config(
             app, log_level="info", access_log=access_log, timeout_graceful_shutdown=10
         )
         info = {"url": url, "pid": os.getpid(), "token": token, "db": str(Path(db).resolve())}
-        server = _Server(config, lambda: _announce(sidecar, info, engine, generated))
+        server = _Server(config, lambda: _announce(sidecar, info, engine, generated, docs))
         engine.start_workers(threads)
         server.run(sockets=[sock])
     finally:
@@ -283,12 +305,22 @@ def _serve(
         engine.close()
 
 
-def _announce(sidecar: Path, info: dict[str, Any], engine: Engine, generated: bool) -> None:
-    _write_private(sidecar, info)
+def _announce(
+    sidecar: Path, info: dict[str, Any], engine: Engine, generated: bool, docs: bool
+) -> None:
+    try:
+        _write_private(sidecar, info)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {sidecar} ({exc.strerror or exc}); the other wfkit commands find the "
+            "server through it: if something else is at that path, move it away (or serve a "
+            "database in a folder of your own) and start the server again"
+        ) from exc
     flows = ", ".join(f"{w} v{max(v)}" for w, v in engine.workflows().items()) or "none"
+    where = f"{info['url']}{API_PREFIX}"
+    described = f"docs at {where}/docs" if docs else f"OpenAPI at {where}/openapi.json"
     print(
-        f"wfkit serve: {info['url']}{API_PREFIX} (docs at {info['url']}{API_PREFIX}/docs) "
-        f"on {info['db']}; workflows: {flows}",
+        f"wfkit serve: {where} ({described}) on {info['db']}; workflows: {flows}",
         flush=True,
     )
     if generated:

@@ -3,11 +3,18 @@
 Measured here: a tiny statement costs ~0.15-0.4 ms from Python, so writes are batched: a list of
 statements runs in one transaction with multi-row INSERTs, and a batch of a single statement runs
 in autocommit (no BEGIN/COMMIT round trips). ``threads=1`` cuts the cost of tiny statements.
+
+Run data may be personal: a new database file is created readable by its owner only (0600), and
+its write-ahead log ``<file>.wal``, which DuckDB deletes at every checkpoint and creates again at
+the next write, is created first by the store with the database file's own permissions, so it is
+never more readable than the database. An existing file keeps the permissions it has.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import threading
 import time
 import weakref
@@ -29,6 +36,8 @@ _CONFLICT_RETRIES = 8
 # DuckDB's file lock only keeps other processes out: engines of this process are tracked here
 _OPEN: weakref.WeakValueDictionary[str, DuckDBStore] = weakref.WeakValueDictionary()
 _OPEN_LOCK = threading.Lock()
+_UMASK_LOCK = threading.Lock()  # the umask is the process's: one store changes it at a time
+_PRIVATE_UMASK = 0o077
 
 
 class DuckDBStore:
@@ -46,6 +55,7 @@ class DuckDBStore:
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)
         self._key = None if self.url == ":memory:" else os.path.realpath(self.url)
+        self._wal = None if self._key is None else os.path.abspath(self.url) + ".wal"
         with _OPEN_LOCK:
             other = _OPEN.get(self._key) if self._key else None
             if other is not None and not other._closed:
@@ -57,14 +67,7 @@ class DuckDBStore:
                 _OPEN[self._key] = self
         self._closed = False
         try:
-            self._conn = duckdb.connect(
-                self.url,
-                config={
-                    "threads": 1,
-                    "allocator_flush_threshold": "8MB",
-                    "checkpoint_threshold": "4MB",
-                },
-            )
+            self._conn = self._connect()
         except duckdb.IOException as exc:
             self._forget()
             if "lock" in str(exc).lower():
@@ -77,11 +80,39 @@ class DuckDBStore:
         self._lock = threading.RLock()
         self._migrate()
 
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        """Open the database; a new file is created owner-only (umask 077 around the connect)."""
+        config: dict[str, str | bool | int | float | list[str]] = {
+            "threads": 1,
+            "allocator_flush_threshold": "8MB",
+            "checkpoint_threshold": "4MB",
+        }
+        if self._key is None or os.path.lexists(self.url):
+            return duckdb.connect(self.url, config=config)
+        with _UMASK_LOCK:
+            previous = os.umask(_PRIVATE_UMASK)
+            try:
+                return duckdb.connect(self.url, config=config)
+            finally:
+                os.umask(previous)
+
+    def _guard_wal(self) -> None:
+        """Create the missing write-ahead log empty, as readable as the database file and no more,
+        before DuckDB creates it with the process's umask (0644 by default) at the next write."""
+        wal = self._wal
+        if wal is None or os.path.lexists(wal):
+            return
+        with contextlib.suppress(OSError):  # DuckDB reports what stops it from writing
+            mode = stat.S_IMODE(os.stat(self.url).st_mode) & 0o666
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            os.close(os.open(wal, flags, mode))
+
     # --- schema -------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
         with self._lock:
             conn = self._conn
+            self._guard_wal()
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS wf_schema_version "
                 "(version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)"
@@ -156,6 +187,7 @@ class DuckDBStore:
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
         conn = self._conn
+        self._guard_wal()
         if len(work) == 1:  # one statement is atomic on its own: skip BEGIN/COMMIT
             return [self._run(work[0])]
         conn.execute("BEGIN")
@@ -197,6 +229,7 @@ class DuckDBStore:
         try:
             with self._lock:
                 cursor = self._conn.cursor()
+                self._guard_wal()  # the user's SQL may write
             if params is None:
                 return cursor.sql(text)
             return cursor.execute(text, list(params))  # type: ignore[return-value]

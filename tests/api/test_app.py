@@ -1,0 +1,84 @@
+"""The app served by uvicorn in this process, for what a ``wfkit serve`` process cannot be made
+to do from outside: its store stops answering. The store is real (a DuckDB file), closed under
+the running server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+import wfkit as wf
+from tests.api import http_flows
+from wfkit.api import create_app
+
+TOKEN = "app-test-token-0123456789"
+
+
+@contextmanager
+def serving(app: FastAPI) -> Iterator[httpx.Client]:
+    """uvicorn serving ``app`` on a free port from a thread; a client of its ``/api/v1``."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/v1"
+        with httpx.Client(base_url=url, trust_env=False) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_health_is_503_with_a_problem_when_the_store_does_not_answer(tmp_path: Path) -> None:
+    engine = wf.Engine(tmp_path / "runs.duckdb")
+    try:
+        engine.register(http_flows.flow)
+        app = create_app(engine, TOKEN)
+        with serving(app) as client:
+            up = client.get("/health")
+            assert up.status_code == 200, up.text
+            assert up.json()["workflows"] == {"http-order": [1]}
+
+            engine._store.close()  # the connection is gone, as with a database that went away
+            down = client.get("/health")
+            assert down.status_code == 503, down.text
+            assert down.headers["content-type"].startswith("application/problem+json")
+            problem = down.json()
+            assert problem["type"] == "urn:wfkit:problem:store-unavailable"
+            assert "store is unavailable" in problem["detail"]
+            assert str(tmp_path) not in problem["detail"]  # anyone may ask: no paths told
+            runs = client.get("/runs", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert runs.status_code == 503, runs.text
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("token", ["a", "fifteen-chars15"])
+def test_a_short_token_is_refused(token: str) -> None:
+    with wf.Engine(":memory:") as engine, pytest.raises(wf.UsageError, match="16"):
+        create_app(engine, token)
+
+
+def test_swagger_ui_when_asked_for_is_served_without_the_content_policy() -> None:
+    with wf.Engine(":memory:") as engine, serving(create_app(engine, TOKEN, docs=True)) as client:
+        page = client.get("/docs")
+        assert page.status_code == 200 and "swagger-ui" in page.text
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert "content-security-policy" not in page.headers  # its scripts come from a CDN
+        assert "default-src 'none'" in client.get("/health").headers["content-security-policy"]
