@@ -63,6 +63,10 @@ class Scheduler:
         self._processing = 0
         self._rounds = threading.Lock()
         self.claimed = 0  # runs the last shared round claimed
+        # hand-backs of runs to the shared store, and how many of them a claim round that found
+        # nothing more to take has seen: idle() waits until the two agree
+        self._handed = 0
+        self._looked = 0
         self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
         clock.subscribe(self.wake)
@@ -112,8 +116,14 @@ class Scheduler:
                 job.cancel.set()
         for run, token_id in released.dispatch:
             self._enqueue(run, token_id)
-        if released.timers and threading.current_thread().name != "wfkit-writer":
-            self.wake()  # a command made a timer: the writer thread may be asleep past it
+        if released.handed:
+            # runs left in the shared store: not idle before a claim round has looked at them
+            with self._rounds:
+                self._handed += 1
+        if released.handed or (
+            released.timers and threading.current_thread().name != "wfkit-writer"
+        ):
+            self.wake()  # the writer thread may be asleep past a new timer, or work to claim
         with self.changed:
             self.changed.notify_all()
 
@@ -206,6 +216,8 @@ class Scheduler:
     ) -> None:
         writer = self.writer
         claimed: list[tuple[RunState, str]] = []
+        with self._rounds:
+            handed = self._handed
         with writer.lock:
             for result in results:
                 self.inflight.pop((result.run_id, result.token_id), None)
@@ -222,6 +234,9 @@ class Scheduler:
         for run, token_id in claimed:
             self._enqueue(run, token_id)
         self.claimed = len(claimed)
+        if not claimed:
+            with self._rounds:
+                self._looked = max(self._looked, handed)
 
     def _due_timers(self) -> list[tuple[datetime, str, str, str]]:
         return self.writer.owner.due_timers(self.clock.now(), self.batch_size)
@@ -502,6 +517,7 @@ class Scheduler:
         due = self._next_due()
         with self._rounds:
             busy = self._processing or self.inflight or self.ready
+            busy = busy or (self._handed > self._looked and bool(self._threads))
         return not busy and not self._releasable() and (due is None or due > self.clock.now())
 
     def _releasable(self) -> bool:

@@ -49,6 +49,7 @@ class Released:
     cancel: list[tuple[str, str]] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     timers: bool = False  # new timers: a sleeping writer thread must look at its clock again
+    handed: int = 0  # new or woken runs left in a shared store for whichever engine claims them
 
 
 class Writer:
@@ -626,6 +627,7 @@ class Writer:
                 # a new or resumed run on a shared store: whichever engine claims it runs it
                 self.runs.pop(run.run_id, None)
                 self.dirty.discard(run.run_id)
+                released.handed += 1
                 continue
             for token_id in cp.dispatch:
                 token = run.tokens.get(token_id)
