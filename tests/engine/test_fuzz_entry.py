@@ -6,6 +6,7 @@ where they should, and the next example still runs."""
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 import hypothesis.strategies as st
@@ -95,7 +96,7 @@ def test_random_values_are_taken_or_refused_and_nothing_wedges(open_engine, acts
     )
     @given(data=DOCS, output=VALUES, written=VALUES, payload=DOCS, actor=TEXT, key=TEXT)
     def example(data: Any, output: Any, written: Any, payload: Any, actor: str, key: str) -> None:
-        own = f"k{next(serial)}"
+        own = f"own-{next(serial)}-{uuid.uuid4().hex}"  # no generated key can match it
         try:
             run = engine.start("fuzz", {**data, "key": own})
         except wf.AdmissionError:
@@ -104,16 +105,16 @@ def test_random_values_are_taken_or_refused_and_nothing_wedges(open_engine, acts
         assert storable({**data, "key": own})
         box["output"], box["written"] = output, written
         engine.run_until_idle()
-        if not (storable(output) and storable(written)):
+        if not (storable(output) and storable({"written": written})):  # written one level in
             assert run.status == wf.RunStatus.FAILED
             return
         assert run.status == wf.RunStatus.WAITING
-        for sender, body in ((actor, payload), ("ops", {"v": 1})):
+        for sender, body, other in ((actor, payload, key), ("ops", {"v": 1}, "elsewhere")):
             try:
-                engine.post_signal("go", key, body, actor=sender)
+                engine.post_signal("go", other, body, actor=sender)  # kept: nothing waits there
                 taken = engine.signal("go", own, body, actor=sender)
             except wf.SignalError:
-                assert not (storable(body) and storable(sender) and storable(key))
+                assert not (storable(body) and storable(sender) and storable(other))
                 continue
             assert taken
             break
