@@ -387,6 +387,51 @@ def test_pictures_and_every_other_answer_carry_a_strict_content_policy(
 # --- errors --------------------------------------------------------------------------------------
 
 
+def _nested(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def test_values_no_store_can_hold_are_refused_over_http_and_nothing_wedges(
+    api: httpx.Client,
+) -> None:
+    """Deep nesting, NaN and lone surrogates in starts and signals get 4xx problem documents
+    (never a 500), a refused start writes nothing and a refused signal leaves its wait."""
+    before = len(api.get("/runs", params={"limit": 1000}).json()["runs"])
+    starts = [
+        '{"workflow": "http-order", "data": {"order_id": "\\ud800"}}',
+        '{"workflow": "http-order", "data": {"order_id": "a\\u0000b"}}',
+        '{"workflow": "http-order", "data": {"order_id": "o", "note": ' + _nested(900) + "}}",
+        '{"workflow": "http-order", "data": {"order_id": "o", "paid": NaN}}',
+    ]
+    for body in starts:
+        answer = api.post("/runs", content=body, headers={"content-type": "application/json"})
+        assert 400 <= answer.status_code < 500, (body[:80], answer.status_code, answer.text[:300])
+        assert answer.headers["content-type"].startswith(PROBLEM_JSON)
+        assert len(answer.text) < 4_000  # a problem document, not a traceback
+    assert len(api.get("/runs", params={"limit": 1000}).json()["runs"]) == before
+
+    order = _order()
+    run_id = _start(api, order_id=order)
+    _waiting_on(api, run_id, "paid")
+    signals = [
+        '{"payload": {"amount": 5, "extra": ' + _nested(600) + "}}",
+        '{"payload": {"amount": NaN}}',
+        '{"payload": {"amount": 5, "memo": "\\udfff"}}',
+        '{"payload": {"amount": 5}, "actor": "\\ud800"}',
+    ]
+    for body in signals:
+        answer = api.post(
+            f"/signals/paid/{order}", content=body, headers={"content-type": "application/json"}
+        )
+        assert 400 <= answer.status_code < 500, (body[:80], answer.status_code, answer.text[:300])
+        assert answer.headers["content-type"].startswith(PROBLEM_JSON)
+        assert len(answer.text) < 4_000
+    assert _waiting_on(api, run_id, "paid")["key"] == order  # the wait is still there
+    assert api.get(f"/runs/{run_id}").status_code == 200
+    fits = api.post(f"/signals/paid/{order}", json={"payload": {"amount": 5}})
+    assert fits.json()["delivered"] is True
+
+
 def test_unknown_runs_are_404_and_state_conflicts_409(api: httpx.Client) -> None:
     for answer in (
         api.get("/runs/nosuchrun"),
