@@ -173,17 +173,25 @@ def test_attributes_that_are_not_workflows(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_workflow_json(tmp_path: Path) -> None:
     (tmp_path / "junk.json").write_text("{not json")
     (tmp_path / "other.json").write_text('{"format": "something/1"}')
-    data = onboarding.flow.to_data() | {"data_model": "no_such_pkg_xyz:Model"}
-    (tmp_path / "lost-model.json").write_text(json.dumps(data))
     for name, expected in [
         ("junk.json", "is not a readable wfkit workflow"),
         ("other.json", "not a wfkit workflow (format 'something/1'"),
-        ("lost-model.json", "names data model 'no_such_pkg_xyz:Model', which cannot be imported"),
     ]:
         result = invoke("render", str(tmp_path / name), "-o", str(tmp_path / "x.svg"))
         assert result.exit_code == 2, result.output
         assert expected in flat(result.stderr)
     assert not (tmp_path / "x.svg").exists()
+
+
+def test_a_workflow_json_naming_a_model_not_loaded_is_reported_not_imported(
+    tmp_path: Path,
+) -> None:
+    # loading a file imports no code: the model it names is an error to fix, not an import
+    data = onboarding.flow.to_data() | {"data_model": "no_such_pkg_xyz:Model"}
+    (tmp_path / "lost-model.json").write_text(json.dumps(data))
+    result = invoke("validate", str(tmp_path / "lost-model.json"))
+    assert result.exit_code == 1, result.output
+    assert "data model 'no_such_pkg_xyz:Model' was not loaded" in flat(result.output)
 
 
 # --- render ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from wfkit.definition.kinds import NodeKind
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-WORKFLOW_LEVEL_CODES = {"no-start", "bad-saga", "nested-saga-policy"}
+WORKFLOW_LEVEL_CODES = {"no-start", "bad-saga", "nested-saga-policy", "saga-too-deep", "html-label"}
 """Codes that may be about the whole workflow (``node`` None)."""
 
 
@@ -193,7 +193,7 @@ def _check_problems(G: nx.MultiDiGraph, problems: list[wf.Problem]) -> None:
         if p.edge is not None:
             assert p.edge in edges, p
             assert p.node == p.edge[0], p
-        warnings = ("unreachable", "open-decision-branch")
+        warnings = ("unreachable", "open-decision-branch", "html-label")
         assert (p.severity is wf.Severity.WARNING) == (p.code in warnings), p
 
 

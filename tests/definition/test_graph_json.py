@@ -110,7 +110,21 @@ def test_an_unimportable_data_model_is_a_definition_error_saying_what_to_do() ->
     data = json.loads(all_workflows()["checkout"].to_json())
     data["data_model"] = "nowhere.models:Gone"
     with pytest.raises(wf.DefinitionError, match=r"'checkout'.*nowhere\.models:Gone.*data="):
-        wf.Workflow.from_json(json.dumps(data))
+        wf.Workflow.from_json(json.dumps(data), allow_imports=True)
+
+
+def test_a_data_model_not_loaded_is_kept_and_reported_when_imports_are_not_allowed() -> None:
+    data = json.loads(all_workflows()["checkout"].to_json())
+    data["data_model"] = "nowhere.models:Gone"
+    flow = wf.Workflow.from_json(json.dumps(data))
+    assert (flow.data_model, flow.data_model_ref) == (None, "nowhere.models:Gone")
+    assert flow.to_data()["data_model"] == "nowhere.models:Gone"  # written back as it was
+    assert flow.copy().to_data()["data_model"] == "nowhere.models:Gone"
+    [problem] = [p for p in flow.validate() if p.code == "data-model-not-loaded"]
+    assert problem.severity is wf.Severity.ERROR
+    assert "models=" in problem.message and "allow_imports=" in problem.message
+    with pytest.raises(wf.DefinitionError, match="data-model-not-loaded"):
+        flow.check()
 
 
 def test_a_data_model_path_that_is_no_model_is_a_definition_error() -> None:

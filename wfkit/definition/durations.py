@@ -2,6 +2,12 @@
 
 Parsing is delegated to ``pytimeparse``; the canonical text form written into graphs is compact
 (``"1h30m"``) so graphs stay readable and hash the same however the duration was typed.
+
+Every duration wfkit accepts — policies, delays, wait and approval timeouts, signal expiry, clock
+steps, leases — goes through :func:`parse_duration`, which refuses anything longer than
+:data:`MAX_DURATION` (36,500 days, about 100 years). ``datetime`` ends at the end of year 9999, so
+a due time ``now + duration`` can always be computed for any ``now`` before year 9899; without the
+cap a wait timeout of ``"3000000d"`` overflowed when its timer was set.
 """
 
 from __future__ import annotations
@@ -12,7 +18,13 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 from pytimeparse import parse as _parse
 
-__all__ = ["Duration", "format_duration", "parse_duration"]
+__all__ = ["MAX_DURATION", "Duration", "format_duration", "parse_duration"]
+
+MAX_DURATION = timedelta(days=36_500)
+"""The longest duration wfkit accepts: 36,500 days (about 100 years)."""
+
+_MAX_SECONDS = MAX_DURATION.total_seconds()
+_TOO_LONG = "the limit is 36,500 days, about 100 years, so that a due time stays a valid date"
 
 _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
@@ -32,7 +44,8 @@ def parse_duration(value: timedelta | str | float) -> timedelta:
     Raises
     ------
     ValueError
-        When the text is not a duration or the duration is negative.
+        When the text is not a duration, the duration is negative, or it is longer than
+        :data:`MAX_DURATION` (36,500 days).
 
     Examples
     --------
@@ -56,18 +69,19 @@ def parse_duration(value: timedelta | str | float) -> timedelta:
         raise ValueError(f"{value!r} is not a duration; give a timedelta or text like '7d'")
     if result < timedelta(0):
         raise ValueError(f"duration {value!r} is negative; durations must be zero or more")
+    if result > MAX_DURATION:
+        raise ValueError(f"duration {value!r} is too long: {_TOO_LONG}")
     return result
 
 
 def _seconds(seconds: float, original: object) -> timedelta:
     if seconds != seconds or seconds in (float("inf"), float("-inf")):
         raise ValueError(f"{original!r} is not a finite duration; give a number of seconds")
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise ValueError(
-            f"duration {original!r} is too long (the limit is 999,999,999 days)"
-        ) from None
+    if seconds < 0:  # checked before timedelta() can overflow, as for too long
+        raise ValueError(f"duration {original!r} is negative; durations must be zero or more")
+    if seconds > _MAX_SECONDS:
+        raise ValueError(f"duration {original!r} is too long: {_TOO_LONG}")
+    return timedelta(seconds=seconds)
 
 
 def format_duration(value: timedelta) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import reprlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -21,17 +23,24 @@ from wfkit.definition.policy import SagaPolicy
 
 __all__ = [
     "GRAPH_FORMAT",
+    "MAX_SAGA_DEPTH",
+    "SagaNesting",
     "SagaSpec",
     "content_hash",
     "graph_from_data",
     "graph_to_data",
     "iter_nodes",
     "node_spec",
+    "saga_nesting",
     "saga_specs",
     "unique_node_id",
 ]
 
 GRAPH_FORMAT = "wfkit.graph/1"
+
+MAX_SAGA_DEPTH = 32
+"""Sagas nest at most this deep (a saga with no parent is at depth 1); validation reports a
+deeper one as ``saga-too-deep`` and pictures draw deeper sagas inside their 32nd ancestor."""
 
 
 class SagaSpec(BaseModel):
@@ -68,6 +77,50 @@ def saga_specs(G: nx.MultiDiGraph) -> dict[str, SagaSpec]:
     return {sid: SagaSpec.model_validate(spec) for sid, spec in raw.items()}
 
 
+@dataclass(frozen=True)
+class SagaNesting:
+    """How saga scopes nest, worked out once in linear time.
+
+    ``depth`` gives every saga its depth (1 for a saga with no parent, an unknown parent, or
+    a parent chain that runs into a cycle: the cycle's members count as depth 1). ``cycle``
+    maps every saga whose parents run round a cycle to that cycle's members.
+    """
+
+    depth: dict[str, int]
+    cycle: dict[str, tuple[str, ...]]
+
+
+def saga_nesting(sagas: Mapping[str, SagaSpec]) -> SagaNesting:
+    """Depths and parent cycles of ``sagas``; each saga is looked at once."""
+    depth: dict[str, int] = {}
+    cycle: dict[str, tuple[str, ...]] = {}
+    for sid in sagas:
+        path: list[str] = []
+        on_path: dict[str, int] = {}
+        cur: str | None = sid
+        while cur is not None and cur in sagas and cur not in depth and cur not in on_path:
+            on_path[cur] = len(path)
+            path.append(cur)
+            cur = sagas[cur].parent
+        ring: tuple[str, ...] | None = None
+        if cur is not None and cur in on_path:  # the walk came round to itself: a cycle
+            ring = tuple(path[on_path[cur] :])
+            for member in ring:
+                depth[member], cycle[member] = 1, ring
+            del path[on_path[cur] :]
+            base = 1
+        elif cur is not None and cur in depth:
+            base, ring = depth[cur], cycle.get(cur)
+        else:
+            base = 0
+        for member in reversed(path):
+            base += 1
+            depth[member] = base
+            if ring is not None:
+                cycle[member] = ring
+    return SagaNesting(depth, cycle)
+
+
 def unique_node_id(G: nx.MultiDiGraph, base: str, *, numbered: bool = False) -> str:
     """A readable id not yet in ``G``: ``base``, ``base-2``...; or ``base-1``... if numbered."""
     if not numbered and base not in G:
@@ -98,20 +151,34 @@ def graph_to_data(G: nx.MultiDiGraph) -> dict[str, Any]:
 
 def graph_from_data(data: dict[str, Any]) -> nx.MultiDiGraph:
     """Rebuild the graph written by :func:`graph_to_data`."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"not a wfkit graph (a {type(data).__name__}, not a mapping)")
     if data.get("format") != GRAPH_FORMAT:
-        raise ValueError(
-            f"not a wfkit graph (format {data.get('format')!r}, expected {GRAPH_FORMAT!r})"
-        )
+        found = _clip(data.get("format"))
+        raise ValueError(f"not a wfkit graph (format {found}, expected {GRAPH_FORMAT!r})")
+    graph, nodes, edges = data.get("graph") or {}, data.get("nodes"), data.get("edges")
+    if not isinstance(graph, Mapping) or not isinstance(nodes, list) or not isinstance(edges, list):
+        raise ValueError("a wfkit graph holds a 'graph' mapping and 'nodes' and 'edges' lists")
     G = nx.MultiDiGraph()
-    G.graph.update(data.get("graph") or {})
-    for node in data["nodes"]:
+    G.graph.update(graph)
+    for node in nodes:
+        if not isinstance(node, Mapping) or "id" not in node:
+            raise ValueError(f"a node must be a mapping with an 'id', got {_clip(node)}")
         attrs = dict(node)
         G.add_node(attrs.pop("id"), **attrs)
-    for edge in data["edges"]:
+    for edge in edges:
+        if not isinstance(edge, Mapping) or not {"source", "target", "outlet"} <= edge.keys():
+            raise ValueError(
+                f"an edge must be a mapping with 'source', 'target' and 'outlet', got {_clip(edge)}"
+            )
         attrs = dict(edge)
         u, v, k = attrs.pop("source"), attrs.pop("target"), attrs.pop("outlet")
         G.add_edge(u, v, key=k, **attrs)
     return G
+
+
+def _clip(value: object) -> str:
+    return reprlib.repr(value)  # bounded in length and depth, whatever the value
 
 
 def content_hash(G: nx.MultiDiGraph) -> str:
@@ -129,7 +196,7 @@ def content_hash(G: nx.MultiDiGraph) -> str:
         ),
     }
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def start_nodes(G: nx.MultiDiGraph) -> list[str]:

@@ -57,10 +57,11 @@ class Policy(BaseModel):
     ) -> timedelta:
         """Delay to wait before ``attempt`` (2 is the first retry), capped at ``max_delay``."""
         steps = max(attempt - 2, 0)
-        seconds = min(
-            self.retry_delay.total_seconds() * self.backoff**steps,
-            self.max_delay.total_seconds(),
-        )
+        cap = self.max_delay.total_seconds()
+        try:
+            seconds = min(self.retry_delay.total_seconds() * self.backoff**steps, cap)
+        except OverflowError:  # e.g. backoff 100 at the 1,000th attempt: past any float
+            seconds = cap
         if jitter and self.jitter:
             seconds *= 1.0 - self.jitter * (rng or random).random()
         return timedelta(seconds=seconds)

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
+import re
+import reprlib
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import networkx as nx
@@ -25,9 +31,17 @@ from wfkit.definition.problems import Problem, Severity
 from wfkit.definition.validation import validate
 from wfkit.errors import DefinitionError, UsageError
 
-__all__ = ["WORKFLOW_FORMAT", "Workflow", "import_model"]
+__all__ = ["WORKFLOW_FORMAT", "Models", "Workflow", "import_model"]
 
 WORKFLOW_FORMAT = "wfkit.workflow/1"
+
+Models = Mapping[str, type[BaseModel]] | Iterable[type[BaseModel]]
+"""Data models handed to :meth:`Workflow.from_json`: classes, or ``{"module:Name": class}``."""
+
+_MODEL_PATH = re.compile(
+    r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:(?:[A-Za-z_]\w*|<locals>)(?:\.(?:[A-Za-z_]\w*|<locals>))*"
+)
+"""``module:Qualname`` as ``to_json`` writes it (a class defined in a function has ``<locals>``)."""
 
 
 class Workflow(Steps):
@@ -66,11 +80,13 @@ class Workflow(Steps):
         strict_merges: bool | None = None,
     ) -> None:
         if not isinstance(id, str) or not id.strip():
-            raise UsageError(f"a workflow id must be a non-empty string, got {id!r}")
+            raise UsageError(f"a workflow id must be a non-empty string, got {reprlib.repr(id)}")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise UsageError(f"version must be a whole number of 1 or more, got {version!r}")
+            raise UsageError(
+                f"version must be a whole number of 1 or more, got {reprlib.repr(version)}"
+            )
         if data is not None and not (isinstance(data, type) and issubclass(data, BaseModel)):
-            raise UsageError(f"data must be a pydantic model class, got {data!r}")
+            raise UsageError(f"data must be a pydantic model class, got {reprlib.repr(data)}")
         graph = nx.MultiDiGraph() if graph is None else graph
         if not isinstance(graph, nx.MultiDiGraph):
             raise UsageError(
@@ -81,6 +97,9 @@ class Workflow(Steps):
         self.id = id
         self.version = version
         self.data_model = data
+        self.data_model_ref: str | None = None
+        """The ``module:Name`` a loaded document named as data model when it was not loaded
+        (see :meth:`from_json`); kept so that ``to_json`` writes it back. ``None`` otherwise."""
         if strict_merges is not None:
             self._graph.graph[keys.STRICT_MERGES] = bool(strict_merges)
 
@@ -123,12 +142,14 @@ class Workflow(Steps):
 
     def copy(self, *, version: int | None = None) -> Workflow:
         """An independent copy (optionally under another version)."""
-        return Workflow(
+        twin = Workflow(
             self.id,
             self.version if version is None else version,
             self.data_model,
             graph=graph_from_data(graph_to_data(self._graph)),
         )
+        twin.data_model_ref = self.data_model_ref
+        return twin
 
     # --- checking ---------------------------------------------------------------------------
 
@@ -136,8 +157,22 @@ class Workflow(Steps):
         """Every problem of this workflow (errors first, then warnings); empty when valid.
 
         ``registry`` is where activity names must be registered (``None`` skips that rule).
+        A data model named by a loaded document but not loaded (see :meth:`from_json`) is a
+        ``data-model-not-loaded`` error: expressions and admissions could not be checked.
         """
-        return validate(self._graph, registry=registry, data_model=self.data_model)
+        problems = validate(self._graph, registry=registry, data_model=self.data_model)
+        if self.data_model is None and self.data_model_ref is not None:
+            problems.insert(
+                0,
+                Problem(
+                    code="data-model-not-loaded",
+                    message=f"the data model {self.data_model_ref!r} was not loaded: loading a "
+                    "definition imports no code; pass the model with "
+                    "Workflow.from_json(text, models=[YourModel]) (or data=YourModel), or allow "
+                    "its package with allow_imports=('yourpackage.',)",
+                ),
+            )
+        return problems
 
     def check(self, *, registry: ActivityRegistry | None = default_registry) -> Workflow:
         """Raise :class:`~wfkit.DefinitionError` carrying every error; return self when valid."""
@@ -165,7 +200,7 @@ class Workflow(Steps):
             "format": WORKFLOW_FORMAT,
             "id": self.id,
             "version": self.version,
-            "data_model": _model_path(self.data_model),
+            "data_model": _model_path(self.data_model) or self.data_model_ref,
             "graph": graph_to_data(self._graph),
         }
 
@@ -174,31 +209,77 @@ class Workflow(Steps):
         return json.dumps(self.to_data(), indent=indent, ensure_ascii=False)
 
     @classmethod
-    def from_data(cls, data: dict[str, Any], *, model: type[BaseModel] | None = None) -> Workflow:
-        """Rebuild from :meth:`to_data`; ``model`` overrides importing the data model."""
-        if data.get("format") != WORKFLOW_FORMAT:
+    def from_data(
+        cls,
+        data: dict[str, Any],
+        *,
+        model: type[BaseModel] | None = None,
+        models: Models = (),
+        allow_imports: bool | Iterable[str] = False,
+    ) -> Workflow:
+        """Rebuild from :meth:`to_data`; see :meth:`from_json` for the data model arguments."""
+        if not isinstance(data, Mapping):
             raise DefinitionError(
-                f"not a wfkit workflow (format {data.get('format')!r}, expected "
+                f"not a wfkit workflow (a {type(data).__name__}, not a mapping with format "
                 f"{WORKFLOW_FORMAT!r}); write it with Workflow.to_json()"
             )
-        if model is None and data.get("data_model"):
-            model = _import_model(data["data_model"], data["id"])
+        if data.get("format") != WORKFLOW_FORMAT:
+            raise DefinitionError(
+                f"not a wfkit workflow (format {reprlib.repr(data.get('format'))}, expected "
+                f"{WORKFLOW_FORMAT!r}); write it with Workflow.to_json()"
+            )
+        if "id" not in data or "version" not in data:
+            raise DefinitionError(
+                "not a wfkit workflow: it has no id or no version; write it with Workflow.to_json()"
+            )
+        ref = data.get("data_model") or None
+        if model is None and ref is not None:
+            model = _resolve_model(ref, data["id"], models, allow_imports)
         try:
             graph = graph_from_data(data["graph"])
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise DefinitionError(
-                f"workflow {data.get('id')!r} holds a malformed graph ({exc}); "
-                "write it with Workflow.to_json()"
+                f"workflow {reprlib.repr(data.get('id'))} holds a malformed graph "
+                f"({_brief(exc)}); write it with Workflow.to_json()"
             ) from exc
-        return cls(data["id"], data["version"], model, graph=graph)
+        flow = cls(data["id"], data["version"], model, graph=graph)
+        if model is None and ref is not None:
+            flow.data_model_ref = ref
+        return flow
 
     @classmethod
-    def from_json(cls, text: str, *, data: type[BaseModel] | None = None) -> Workflow:
+    def from_json(
+        cls,
+        text: str | bytes,
+        *,
+        data: type[BaseModel] | None = None,
+        models: Models = (),
+        allow_imports: bool | Iterable[str] = False,
+    ) -> Workflow:
         """Rebuild a workflow written by :meth:`to_json`.
 
-        The data model is imported from the recorded ``module:Name`` unless ``data`` is given.
+        Loading a definition runs no code: the document's ``data_model`` (``"module:Name"``)
+        is looked up, in this order, as ``data`` (used whatever the document says), among
+        ``models`` (classes, or a mapping from ``"module:Name"`` to class), and in modules
+        this process has already imported. Only if ``allow_imports`` is ``True`` (any module)
+        or holds a prefix of the module's name (``("myapp.",)``) is the module imported.
+        A model found nowhere is kept as text in ``data_model_ref`` (``to_json`` writes it
+        back) and :meth:`validate` reports it as a ``data-model-not-loaded`` error.
+
+        Raises
+        ------
+        DefinitionError
+            When the text is not a workflow written by ``to_json``, or names as data model
+            something that is not a pydantic model, or a module it may import fails to load.
         """
-        return cls.from_data(json.loads(text), model=data)
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            raise DefinitionError(
+                f"the text is not a readable wfkit workflow: not JSON ({_brief(exc)}); "
+                "write it with Workflow.to_json()"
+            ) from exc
+        return cls.from_data(document, model=data, models=models, allow_imports=allow_imports)
 
     # --- pictures ---------------------------------------------------------------------------
 
@@ -256,6 +337,69 @@ def _model_path(model: type[BaseModel] | None) -> str | None:
 def import_model(path: str, what: str) -> type[BaseModel]:
     """Import the pydantic model named ``module:Qualname``; ``DefinitionError`` if impossible."""
     return _import_model(path, what, purpose="model")
+
+
+def _brief(exc: BaseException | str, limit: int = 200) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _resolve_model(
+    ref: object, workflow_id: object, models: Models, allow_imports: bool | Iterable[str]
+) -> type[BaseModel] | None:
+    """The model ``ref`` names, without importing unless allowed; None when not loaded."""
+    if isinstance(models, Mapping):
+        given = dict(models)
+    else:
+        given = {}
+        for m in models if not isinstance(models, type) else (models,):  # one class alone
+            if not (isinstance(m, type) and issubclass(m, BaseModel)):
+                raise UsageError(f"models= takes pydantic model classes, got {m!r}")
+            given[f"{m.__module__}:{m.__qualname__}"] = m
+    if isinstance(ref, str) and ref in given:
+        return _checked_model(given[ref], ref, workflow_id)
+    if not isinstance(ref, str) or not _MODEL_PATH.fullmatch(ref):
+        raise DefinitionError(
+            f"workflow {reprlib.repr(workflow_id)} names data model {reprlib.repr(ref)}, which "
+            "is not a 'module:Name' path; write the workflow with Workflow.to_json()"
+        )
+    module_name, _, qualname = ref.partition(":")
+    module = sys.modules.get(module_name)
+    if isinstance(module, ModuleType):
+        found = _loaded_attribute(module, qualname)
+        if found is not None:
+            return _checked_model(found, ref, workflow_id)
+    if _may_import(module_name, allow_imports):
+        return _import_model(ref, str(workflow_id))
+    return None
+
+
+def _loaded_attribute(module: ModuleType, qualname: str) -> object | None:
+    """``module.qualname`` read statically: no module ``__getattr__``, no descriptors run."""
+    target: object = module
+    for part in qualname.split("."):
+        target = inspect.getattr_static(target, part, None)
+        if target is None:
+            return None
+    return target
+
+
+def _may_import(module_name: str, allow_imports: bool | Iterable[str]) -> bool:
+    if isinstance(allow_imports, bool):
+        return allow_imports
+    if isinstance(allow_imports, str):
+        allow_imports = (allow_imports,)
+    for prefix in allow_imports:
+        package = prefix.rstrip(".")
+        if package and (module_name == package or module_name.startswith(package + ".")):
+            return True
+    return False
+
+
+def _checked_model(target: object, ref: str, workflow_id: object) -> type[BaseModel]:
+    if not (isinstance(target, type) and issubclass(target, BaseModel)):
+        raise DefinitionError(f"data model {ref!r} of {workflow_id!r} is not a pydantic model")
+    return target
 
 
 def _import_model(path: str, workflow_id: str, purpose: str = "data model") -> type[BaseModel]:

@@ -173,7 +173,7 @@ class Engine(Operations):
                 continue
             data = json.loads(graph_json)
             try:
-                workflow = Workflow.from_data(data)
+                workflow = Workflow.from_data(data, allow_imports=True)  # own store
             except DefinitionError:
                 log.warning("data model %s of %s v%s cannot be imported", model_path, wid, version)
                 workflow = Workflow(wid, version, None, graph=graph_from_data(data["graph"]))
