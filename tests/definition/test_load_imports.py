@@ -182,3 +182,17 @@ def test_an_engine_still_loads_its_registered_models_back(tmp_path: Path) -> Non
         assert again.definition("fulfilment").data_model is OrderData
     finally:
         again.close()
+
+
+def test_a_wait_payload_model_is_looked_up_never_imported() -> None:
+    """A wait's ``payload="module:Model"`` comes from the definition: it is found among the
+    modules already imported, and a module not loaded is named in the error, not imported."""
+    from wfkit.definition.workflow import import_model
+    from wfkit.errors import DefinitionError
+
+    found = import_model("pydantic:BaseModel", "the payload model of wait 'go'")
+    assert found is BaseModel
+    assert "antigravity" not in sys.modules
+    with pytest.raises(DefinitionError, match="not loaded in this process"):
+        import_model("antigravity:Thing", "the payload model of wait 'go'")
+    assert "antigravity" not in sys.modules  # never imported (it would open a browser)

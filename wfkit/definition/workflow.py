@@ -335,8 +335,23 @@ def _model_path(model: type[BaseModel] | None) -> str | None:
 
 
 def import_model(path: str, what: str) -> type[BaseModel]:
-    """Import the pydantic model named ``module:Qualname``; ``DefinitionError`` if impossible."""
-    return _import_model(path, what, purpose="model")
+    """The pydantic model named ``module:Qualname`` (e.g. a wait's payload model), looked up in
+    the modules this process has already imported: a definition never makes the process import
+    (run) a module. ``DefinitionError`` says what to import when it is not loaded."""
+    if not isinstance(path, str) or not _MODEL_PATH.fullmatch(path):
+        raise DefinitionError(f"{what} is {reprlib.repr(path)}, not a 'module:Name' path")
+    module_name, _, qualname = path.partition(":")
+    module = sys.modules.get(module_name)
+    found = _loaded_attribute(module, qualname) if isinstance(module, ModuleType) else None
+    if found is None:
+        raise DefinitionError(
+            f"{what} is {path!r}, which is not loaded in this process: import module "
+            f"{module_name!r} before the run needs it (e.g. `wfkit worker --module ...`); a "
+            "definition never imports code by itself"
+        )
+    if not (isinstance(found, type) and issubclass(found, BaseModel)):
+        raise DefinitionError(f"{what} is {path!r}, which is not a pydantic model")
+    return found
 
 
 def _brief(exc: BaseException | str, limit: int = 200) -> str:
