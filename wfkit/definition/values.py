@@ -49,10 +49,11 @@ def text_problem(text: str) -> str | None:
     )
 
 
-def json_problem(value: Any, where: str = "$") -> str | None:
+def json_problem(value: Any, where: str = "$", depth: int = 1) -> str | None:
     """Why ``value`` cannot be stored as JSON, naming the path of the first offending part
-    (``$.items[2].name``), or None when it can. Never recurses (any depth is safe to check)."""
-    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    (``$.items[2].name``), or None when it can. ``depth`` is the level ``value`` sits at in its
+    document (1: it is the document). Never recurses (any depth is safe to check)."""
+    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
     while stack:
         item, path, depth = stack.pop()
         if item is None or isinstance(item, bool):

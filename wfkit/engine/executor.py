@@ -235,14 +235,14 @@ def run_attempt(
         else:
             output = _call(job, ctx)
         after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-        problem = _stored_problem(job, after, output)
+        patch = _patch(base, after)
+        problem = _stored_problem(job, after, patch, output)
         if problem is not None:
             result.error = problem
             result.ended_at = now()
             return result
         result.output = output
-        if after != base:
-            result.patch = jsonpatch.make_patch(base, after).patch
+        result.patch = patch or []
         result.ok = True
     except Fallback as exc:
         result.fallback = True
@@ -267,15 +267,46 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
-def _stored_problem(job: Job, data: Any, output: Any) -> str | None:
-    """Why the attempt's data document or return value cannot be recorded, or None."""
+def _patch(base: Any, after: Any) -> list[dict[str, Any]] | None:
+    """The JSON Patch from ``base`` to ``after``: [] when unchanged, None when the change cannot
+    be expressed as one (a key that is not a string, a value JSON cannot encode)."""
+    if after == base:
+        return []
+    try:
+        ops: list[dict[str, Any]] = jsonpatch.make_patch(base, after).patch
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return ops
+
+
+def _patch_problem(patch: list[dict[str, Any]]) -> str | None:
+    """Why a value the patch writes cannot be stored: only what changed is looked at."""
+    for op in patch:
+        if "value" not in op:
+            continue
+        path = op["path"]
+        where = "ctx.data" + "".join(
+            f".{p}" if p.isidentifier() else f"[{p}]" for p in path.split("/")[1:]
+        )
+        problem = json_problem(op["value"], where, depth=path.count("/") + 1)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _stored_problem(
+    job: Job, data: Any, patch: list[dict[str, Any]] | None, output: Any
+) -> str | None:
+    """Why the attempt's data change or return value cannot be recorded, or None."""
     problem = json_problem(output, "return value")
     if problem is not None:
         return (
             f"activity {job.activity!r} returned a value that is not JSON or cannot be "
             f"stored ({problem}); return a dict of plain values (or None)"
         )
-    problem = json_problem(data, "ctx.data")
+    if patch == []:
+        return None  # the document did not change
+    problem = json_problem(data, "ctx.data") if patch is None else _patch_problem(patch)
     if problem is not None:
         return (
             f"activity {job.activity!r} wrote a value into ctx.data that cannot be stored: "
