@@ -91,7 +91,9 @@ def node(page: Page, node_id: str) -> Locator:
 
 
 def centre(locator: Locator) -> tuple[float, float]:
-    box = locator.bounding_box()
+    # the surface redraws its picture after every edit: wait for the node in the new one
+    locator.wait_for(state="attached", timeout=10_000)
+    box = locator.bounding_box(timeout=10_000)
     assert box is not None, f"{locator} is not on screen"
     return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
