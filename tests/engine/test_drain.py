@@ -100,6 +100,8 @@ def test_a_failing_branch_fails_the_run_only_after_its_sibling_in_flight_ended(
         assert run.view().tokens[event(run, "run.draining").detail["tokens"][0]]["st"] == (
             "cancelling"
         )
+        jobs = f"SELECT node_id, status FROM wf_jobs WHERE run_id = '{run.id}'"
+        wait_until(lambda: engine.sql(jobs).fetchall() == [("slow", "cancelling")], "wf_jobs")
         slow.open.set()
         with pytest.raises(wf.WorkflowFailed, match="warehouse offline"):
             run.result(timeout=10)

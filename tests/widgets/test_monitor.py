@@ -263,3 +263,21 @@ def test_a_monitor_opens_on_a_run_id(engine, acts, monitors) -> None:
     assert monitor.surface.status == {"a": "succeeded"}
     with pytest.raises(wf.UsageError, match="no run"):
         monitors(engine, "nope")
+
+
+def test_a_timeline_bar_in_a_nested_for_each_names_its_whole_cell(engine, acts, clock) -> None:
+    from wfkit.widgets.timeline import spans_of, timeline_svg
+
+    acts.noop("inner")
+    engine.register(
+        wf.Workflow("nest")
+        .start_with()
+        .for_each("groups", lambda b: b.for_each("item", lambda c: c.then("inner")))
+    )
+    run = engine.start("nest", {"groups": [[1, 2], [3]]})
+    engine.run_until_idle()
+
+    spans = spans_of(run.history(), clock.now())
+    assert sorted(s.loop_path for s in spans) == [(0, 0), (0, 1), (1, 0)]
+    svg = unescape(timeline_svg(spans))
+    assert "inner attempt 1 (item 0.1)" in svg and "inner attempt 1 (item 1.0)" in svg

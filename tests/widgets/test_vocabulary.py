@@ -125,3 +125,10 @@ def test_the_engine_writes_only_event_kinds_and_node_statuses_of_the_vocabulary(
         NodeStatus.RETRYING,
         NodeStatus.COMPENSATED,
     } <= seen
+
+
+def test_the_api_picture_has_a_colour_for_every_node_status() -> None:
+    from wfkit.api.routes import NODE_COLOURS
+    from wfkit.engine.vocabulary import NodeStatus
+
+    assert set(NODE_COLOURS) == {status.value for status in NodeStatus}

@@ -53,8 +53,11 @@ NODE_COLOURS = {
     NodeStatus.COMPENSATING.value: "#f3e5f5",
     NodeStatus.COMPENSATED.value: "#e1bee7",
     NodeStatus.SKIPPED.value: "#eeeeee",
+    NodeStatus.BLOCKED.value: "#eceff1",
+    NodeStatus.CANCELLING.value: "#e0e0e0",
+    NodeStatus.SUSPENDED.value: "#fff3e0",
 }
-"""Fill colour of a node in a run's picture, by its status in that run."""
+"""Fill colour of a node in a run's picture, by its status in that run (the widgets' colours)."""
 
 
 def _problem(description: str) -> dict[str, Any]:

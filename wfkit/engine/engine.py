@@ -63,13 +63,20 @@ class Engine(Operations):
     Parameters
     ----------
     target : str or Path
-        DuckDB file path, or ``":memory:"``.
+        DuckDB file path, ``":memory:"``, or a ``postgresql://`` URL (any number of engine
+        processes may share a PostgreSQL database).
     clock : Clock, optional
         ``wf.ManualClock()`` to move time by hand; the real clock by default.
     registry : ActivityRegistry, optional
         Where activities are looked up; the default registry (``@wf.activity``) by default.
     max_payload : int
-        Largest data document accepted at admission, in bytes of JSON (256 KiB by default).
+        Largest data document, in bytes of JSON (256 KiB by default): checked at admission, on
+        signal payloads, and after every attempt that changes the document.
+    lease : str or timedelta
+        PostgreSQL only: how long a run stays this engine's without a renewal (30 seconds by
+        default); the runs of a process that died change hands after it.
+    batch_size : int
+        Most steps a group commit takes at once (1,024 by default).
     drain_timeout : str or timedelta
         A run that fails, is cancelled or unwinds its saga ends only once its other attempts in
         flight have stopped; an attempt asked to stop that has no ``attempt_timeout`` of its own

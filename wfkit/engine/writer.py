@@ -655,9 +655,11 @@ class Writer:
             blocked = {(run.run_id, token_id) for run, token_id in self.blocked}
             for run in runs:
                 for token_id, t in run.tokens.items():
-                    if t["st"] in ("ready", "running", "retry"):
+                    if t["st"] in ("ready", "running", "retry", TokenState.CANCELLING):
                         key = (run.run_id, token_id)
                         status = "running" if key in self.inflight else t["st"]
+                        if t["st"] == TokenState.CANCELLING:
+                            status = NodeStatus.CANCELLING.value  # asked to stop, not yet ended
                         if key in blocked:
                             status = NodeStatus.BLOCKED.value
                         beat = self.heartbeats.get(key)

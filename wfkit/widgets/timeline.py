@@ -68,6 +68,7 @@ class Span:
     attempt: int | None = None
     loop_index: int | None = None
     error: str | None = None
+    loop_path: tuple[int, ...] = ()  # every enclosing for_each index, outermost first
 
     @property
     def seconds(self) -> float:
@@ -109,6 +110,7 @@ def spans_of(
                     e.attempt,
                     (e.detail or {}).get("loop_index"),
                     _last_line(e.error),
+                    tuple((e.detail or {}).get("loop_path") or ()),
                 )
             )
         elif e.kind in _WAIT_STARTS and e.node_id is not None:
@@ -262,7 +264,9 @@ def _bar(s: Span, x: tuple[float, float], y: float) -> str:
     else:
         cls, top, height = f"wfkit-attempt wfkit-attempt-{s.outcome}", y + 2, LANE_HEIGHT - 4
     what = f"{s.node_id} attempt {s.attempt}" if s.attempt else s.node_id
-    if s.loop_index is not None:
+    if len(s.loop_path) > 1:  # nested for_each: the whole cell, "1.0"
+        what += f" (item {'.'.join(map(str, s.loop_path))})"
+    elif s.loop_index is not None:
         what += f" (item {s.loop_index})"
     tip = f"{what}: {s.outcome} after {short_span(s.seconds)}"
     if s.error:
