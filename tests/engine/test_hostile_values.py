@@ -315,3 +315,30 @@ def test_hung_attempts_do_not_turn_other_timeouts_into_failures(open_engine, act
         assert engine._scheduler.threads.hung == 12
     finally:
         release.set()
+
+
+def test_a_lone_run_whose_checkpoint_the_store_refuses_fails_instead_of_looping(
+    engine, acts
+) -> None:
+    acts.noop("a", "b")
+    engine.register(wf.Workflow("w").start_with("a").then("b"))
+    run = engine.start("w", {})
+    writer = engine._writer
+    original = writer._rows
+
+    def rows(cp: Any, new_runs: Any) -> Any:
+        if cp.events and cp.events[0].kind == "step.completed":
+            cp.events[0].error = "poison \x00 \ud800"  # no store can take this text
+        return original(cp, new_runs)
+
+    writer._rows = rows  # type: ignore[method-assign]
+    try:
+        engine.run_until_idle()
+    finally:
+        writer._rows = original  # type: ignore[method-assign]
+
+    run = engine.run(run.id)
+    assert run.status == wf.RunStatus.FAILED
+    assert "could not write this run's checkpoint" in (run.view().error or "")
+    assert acts.count("a") == 1  # not run again and again
+    assert acts.count("b") == 0

@@ -32,7 +32,7 @@ from wfkit.engine.rows import RunRows, merge
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import TERMINAL_STATUSES, LeaseLost, Statement, Store
+from wfkit.store.base import TERMINAL_STATUSES, LeaseLost, Statement, Store, ValueRefused
 
 __all__ = ["Released", "Writer", "crash_error"]
 
@@ -416,7 +416,10 @@ class Writer:
                 self._drop_lost(lost, batch, parts)
                 self._pending_timers = self._write(batch, parts, new_runs, stale)
         except StoreError as exc:
-            if len(parts) < 2 or not self._isolate(batch, parts, new_runs, stale, unwritable):
+            one_refused = isinstance(exc, ValueRefused) and len(parts) == 1
+            if not (len(parts) >= 2 or one_refused) or not self._isolate(
+                batch, parts, new_runs, stale, unwritable
+            ):
                 for run_id in batch:  # memory ran ahead of the store: reload from the store
                     self.runs.pop(run_id, None)
                 self._taken = []
@@ -435,8 +438,8 @@ class Writer:
         unwritable: dict[str, str],
     ) -> bool:
         """The batch was refused: write its runs one by one, so that a run the store refuses
-        (a value it cannot hold) does not take the others down. False when none could be
-        written (the store itself fails: the caller retries the whole batch later)."""
+        (a value it cannot hold) does not take the others down. False when the store itself
+        fails (not a refused value): the caller retries the whole batch later."""
         written: dict[str, RunRows] = {}
         refused: dict[str, str] = {}
         added: list[tuple[Any, ...]] = []
@@ -448,11 +451,13 @@ class Writer:
                 self._drop_lost({run_id}, batch, parts={run_id: rows})
                 written[run_id] = rows  # not ours any more: nothing to fail here
                 continue
-            except StoreError as exc:
+            except ValueRefused as exc:
                 refused[run_id] = str(exc)
                 continue
+            except StoreError:
+                return False  # the store itself fails: the whole batch is retried later
             written[run_id] = rows
-        if not written:
+        if not written and not refused:
             return False
         self._pending_timers = added
         for run_id in refused:

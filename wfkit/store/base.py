@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from wfkit.errors import StoreError
 
-__all__ = ["TERMINAL_STATUSES", "LeaseLost", "Statement", "Store"]
+__all__ = ["TERMINAL_STATUSES", "LeaseLost", "Statement", "Store", "ValueRefused"]
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 
@@ -34,6 +34,11 @@ class Statement:
 
 class LeaseLost(StoreError):
     """A run this engine meant to write is now held by another engine process."""
+
+
+class ValueRefused(StoreError):
+    """The store refused a value in the rows written (bad text, a number out of range...): a
+    problem of those rows, not of the store, which takes other rows as usual."""
 
 
 class Store(Protocol):

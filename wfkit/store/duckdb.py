@@ -26,8 +26,19 @@ from typing import Any
 import duckdb
 
 from wfkit.errors import StoreError
-from wfkit.store.base import Statement
+from wfkit.store.base import Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
+
+# errors of the values written, not of the store: another write goes through as usual
+_VALUE_ERRORS = (
+    duckdb.ConversionException,
+    duckdb.InvalidInputException,
+    duckdb.OutOfRangeException,
+    UnicodeError,
+    ValueError,
+    TypeError,
+    OverflowError,
+)
 
 __all__ = ["DuckDBStore"]
 
@@ -179,10 +190,10 @@ class DuckDBStore:
                     ) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
+            except _VALUE_ERRORS as exc:
+                raise ValueRefused(f"writing to {self.url!r} refused a value: {exc}") from exc
             except duckdb.Error as exc:
                 raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
-            except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
-                raise StoreError(f"writing to {self.url!r} refused a value: {exc}") from exc
         raise AssertionError("unreachable")
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:

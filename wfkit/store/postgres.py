@@ -20,7 +20,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from wfkit.errors import StoreError
-from wfkit.store.base import LeaseLost, Statement
+from wfkit.store.base import LeaseLost, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 
 __all__ = ["PostgresStore", "QueryResult"]
@@ -151,10 +151,11 @@ class PostgresStore:
                 delay = min(delay * 2, 0.1)
             except LeaseLost:
                 raise
+            except (psycopg.errors.DataError, UnicodeError, ValueError, TypeError) as exc:
+                refused = f"writing to {_safe(self.url)} refused a value: {exc}"
+                raise ValueRefused(refused) from exc
             except psycopg.Error as exc:
                 raise StoreError(f"writing to {_safe(self.url)} failed: {exc}") from exc
-            except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
-                raise StoreError(f"writing to {_safe(self.url)} refused a value: {exc}") from exc
         raise AssertionError("unreachable")
 
     def _run(self, conn: psycopg.Connection[Any], statement: Statement) -> list[tuple[Any, ...]]:
