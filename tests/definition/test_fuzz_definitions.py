@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import wfkit as wf
 from wfkit.definition.kinds import NodeKind
+from wfkit.definition.values import text_problem
 from wfkit.examples import all_workflows
 
 pytestmark = pytest.mark.skipif(
@@ -331,9 +332,11 @@ def test_valid_workflows_carrying_odd_text_still_validate_and_draw(
             attrs["label"] = data.draw(texts(raw=False))
     for spec in (G.graph.get("sagas") or {}).values():
         spec["label"] = data.draw(texts(raw=False))
-    workflow_id = data.draw(texts(raw=False).filter(str.strip))
+    # a workflow id must be storable text (the constructor says so); odd text elsewhere is
+    # reported as `bad-text` when no store can hold it, and changes nothing else
+    workflow_id = data.draw(texts(raw=False).filter(lambda t: t.strip() and not text_problem(t)))
     flow = wf.Workflow.from_graph(workflow_id, 1, G, data=base.data_model)
     back = wf.Workflow.from_json(flow.to_json())
     errors = [p for p in back.validate(registry=None) if p.severity is wf.Severity.ERROR]
-    assert errors == []
+    assert [p for p in errors if p.code != "bad-text"] == []
     exercise(back)

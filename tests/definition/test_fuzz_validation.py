@@ -17,7 +17,14 @@ from wfkit.definition.kinds import NodeKind
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-WORKFLOW_LEVEL_CODES = {"no-start", "bad-saga", "nested-saga-policy", "saga-too-deep", "html-label"}
+WORKFLOW_LEVEL_CODES = {
+    "no-start",
+    "bad-saga",
+    "nested-saga-policy",
+    "saga-too-deep",
+    "html-label",
+    "bad-text",
+}
 """Codes that may be about the whole workflow (``node`` None)."""
 
 

@@ -342,3 +342,28 @@ def test_a_lone_run_whose_checkpoint_the_store_refuses_fails_instead_of_looping(
     assert "could not write this run's checkpoint" in (run.view().error or "")
     assert acts.count("a") == 1  # not run again and again
     assert acts.count("b") == 0
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [("id", "w\x00"), ("label", "lab\x00el"), ("label", "sur\ud800"), ("edge", "o\udfff")],
+    ids=["id-nul", "label-nul", "label-surrogate", "outlet-surrogate"],
+)
+def test_a_definition_holding_unstorable_text_is_refused_at_registration(
+    engine, acts, where, text
+) -> None:
+    acts.noop("a", "b")
+    if where == "id":
+        with pytest.raises(wf.UsageError, match="NUL character"):
+            wf.Workflow(text)
+        return
+    flow = wf.Workflow("w").start_with("a", id="n1").then("b", id="n2")
+    if where == "label":
+        flow.graph.nodes["n1"]["label"] = text
+    if where == "edge":
+        flow.graph.add_edge("n1", "n2", key=text)
+    problems = [p for p in wf.validate(flow.graph, registry=acts.registry) if p.code == "bad-text"]
+    assert problems and "remove the character" in problems[0].message
+    with pytest.raises(wf.WfkitError, match=r"bad-text|remove the character"):
+        engine.register(flow)
+    assert engine.sql("SELECT count(*) FROM wf_definitions").fetchall() == [(0,)]

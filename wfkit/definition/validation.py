@@ -23,7 +23,7 @@ from wfkit.definition.expressions import check_names, parse_expression
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
-from wfkit.definition.values import json_problem
+from wfkit.definition.values import json_problem, text_problem
 from wfkit.errors import ExpressionError
 
 __all__ = ["DEFAULT_MAX_PAYLOAD", "validate", "validate_data"]
@@ -550,7 +550,43 @@ def _rule_reachable(ctx: _Context) -> Iterator[Problem]:
             )
 
 
+def _bad_text(value: Any) -> str | None:
+    """The first text (key or value, at any depth) that no store can hold, and why."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                return f"{reprlib.repr(item)} {problem}"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+    return None
+
+
+def _rule_text(ctx: _Context) -> Iterator[Problem]:
+    """Definitions are stored as JSON text: a NUL or a lone surrogate anywhere cannot be."""
+    hint = "; remove the character (definitions are stored as text)"
+    bad = _bad_text(ctx.G.graph)
+    if bad is not None:
+        yield Problem(code="bad-text", message=f"the workflow's attributes: {bad}{hint}")
+    for n, attrs in ctx.G.nodes(data=True):
+        bad = _bad_text([n, attrs])
+        if bad is not None:
+            yield Problem(code="bad-text", node=n, message=f"node {reprlib.repr(n)}: {bad}{hint}")
+    for u, v, k, attrs in ctx.G.edges(keys=True, data=True):
+        bad = _bad_text([k, attrs])
+        if bad is not None:
+            yield Problem(
+                code="bad-text", node=u, edge=(u, v, k), message=f"edge {u!r} -> {v!r}: {bad}{hint}"
+            )
+
+
 _RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
+    _rule_text,
     _rule_nodes,
     _rule_start,
     _rule_outlets,

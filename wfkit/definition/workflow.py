@@ -29,6 +29,7 @@ from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.policy import Policy
 from wfkit.definition.problems import Problem, Severity
 from wfkit.definition.validation import validate
+from wfkit.definition.values import text_problem
 from wfkit.errors import DefinitionError, UsageError
 
 __all__ = ["WORKFLOW_FORMAT", "Models", "Workflow", "import_model"]
@@ -81,6 +82,8 @@ class Workflow(Steps):
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise UsageError(f"a workflow id must be a non-empty string, got {reprlib.repr(id)}")
+        if text_problem(id) is not None:
+            raise UsageError(f"the workflow id {reprlib.repr(id)} {text_problem(id)}")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise UsageError(
                 f"version must be a whole number of 1 or more, got {reprlib.repr(version)}"
