@@ -10,6 +10,7 @@ written by the notebook to a JSON file (see conftest.py) and every step is check
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -91,9 +92,16 @@ def node(page: Page, node_id: str) -> Locator:
 
 
 def centre(locator: Locator) -> tuple[float, float]:
-    # the surface redraws its picture after every edit: wait for the node in the new one
-    locator.wait_for(state="attached", timeout=10_000)
-    box = locator.bounding_box(timeout=10_000)
+    # the surface redraws (and refits) its picture after every edit: a node of the new picture
+    # has a box once it is laid out, so ask until it has one
+    deadline = time.monotonic() + 10
+    box = None
+    while box is None and time.monotonic() < deadline:
+        locator.wait_for(state="attached", timeout=10_000)
+        box = locator.bounding_box(timeout=10_000)
+        if box is None or not box["width"]:
+            box = None
+            time.sleep(0.1)
     assert box is not None, f"{locator} is not on screen"
     return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
