@@ -82,8 +82,9 @@ class Workflow(Steps):
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise UsageError(f"a workflow id must be a non-empty string, got {reprlib.repr(id)}")
-        if text_problem(id) is not None:
-            raise UsageError(f"the workflow id {reprlib.repr(id)} {text_problem(id)}")
+        problem = text_problem(id)
+        if problem is not None:
+            raise UsageError(f"the workflow id {reprlib.repr(id)} {problem}")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise UsageError(
                 f"version must be a whole number of 1 or more, got {reprlib.repr(version)}"

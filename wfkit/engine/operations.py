@@ -55,6 +55,15 @@ def refuse_unstorable(error: type[Exception], action: str, **values: Any) -> Non
             raise error(f"{action} refused: {problem}; nothing was changed")
 
 
+def _signal_key(name: str, key: Any, actor: str | None, payload: dict[str, Any]) -> str | None:
+    """The correlation key as stored, once the signal's parts are known to be storable."""
+    key_text = None if key is None else str(key)
+    refuse_unstorable(
+        SignalError, f"signal {name!r}", name=name, key=key_text, actor=actor, payload=payload
+    )
+    return key_text
+
+
 class Operations:
     """The engine's operator and signalling commands (mixed into :class:`Engine`)."""
 
@@ -94,15 +103,7 @@ class Operations:
             raise SignalError(
                 f"a signal payload must be a JSON object, got {type(payload).__name__}"
             )
-        key_text = None if key is None else str(key)
-        refuse_unstorable(
-            SignalError,
-            f"signal {name!r}",
-            name=name,
-            key=key_text,
-            actor=actor,
-            payload=payload,
-        )
+        key_text = _signal_key(name, key, actor, payload)
         with self._writer.lock:
             rows = self._store.query("find_bookmark", ["signal", name, key_text])
             if not rows:
@@ -182,15 +183,7 @@ class Operations:
         when a waiting run took it at once, False when it was kept.
         """
         payload = payload or {}
-        key_text = None if key is None else str(key)
-        refuse_unstorable(
-            SignalError,
-            f"signal {name!r}",
-            name=name,
-            key=key_text,
-            actor=actor,
-            payload=payload,
-        )
+        key_text = _signal_key(name, key, actor, payload)
         size = len(json.dumps(payload, default=str).encode())
         if size > self.max_payload:
             raise SignalError(
