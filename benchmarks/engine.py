@@ -23,6 +23,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -288,6 +289,164 @@ def w4(tmp: Path, runs: int = 10_000) -> dict[str, object]:
         completed=done,
         signal_to_resumed_p50_ms=round(q[49], 3),
         signal_to_resumed_p99_ms=round(q[98], 3),
+    )
+
+
+# --- service mode: workers running, callers on their own threads ------------------------------
+
+
+def _three_steps(eng: wf.Engine) -> None:
+    eng.register(
+        wf.Workflow("svc", 1).start_with("bench.noop").then("bench.noop").then("bench.noop")
+    )
+
+
+def _parked(eng: wf.Engine) -> None:
+    eng.register(
+        wf.Workflow("svc_wait", 1)
+        .start_with()
+        .wait_for_signal("go", correlate="key")
+        .then("bench.noop")
+    )
+
+
+_GATE = threading.Event()
+
+
+@wf.activity("bench.hold")
+def hold(ctx: wf.ActivityContext[dict]) -> None:
+    _GATE.wait(60)
+
+
+def s_starts(target: str, callers: int, runs: int = 1000, label: str = "") -> dict[str, object]:
+    """``callers`` threads calling ``engine.start()`` once per run while 4 workers run."""
+    eng = wf.Engine(target)
+    _three_steps(eng)
+    eng.start_workers(4)
+    per = runs // callers
+    latencies: list[float] = []
+    barrier = threading.Barrier(callers + 1)
+
+    def call() -> None:
+        barrier.wait()
+        mine = []
+        for _ in range(per):
+            s = time.perf_counter()
+            eng.start("svc", {})
+            mine.append((time.perf_counter() - s) * 1000)
+        latencies.extend(mine)
+
+    threads = [threading.Thread(target=call) for _ in range(callers)]
+    for th in threads:
+        th.start()
+    barrier.wait()
+    t = time.perf_counter()
+    for th in threads:
+        th.join()
+    started = time.perf_counter() - t
+    eng.run_until_idle()
+    ended = time.perf_counter() - t
+    done = eng.sql("SELECT count(*) FROM wf_instances WHERE status = 'completed'").fetchall()[0][0]
+    eng.close()
+    q = statistics.quantiles(latencies, n=100)
+    return emit(
+        workload=f"S{callers}{label}",
+        callers=callers,
+        runs=per * callers,
+        completed=done,
+        starts_per_s=round(per * callers / started),
+        start_p50_ms=round(q[49], 3),
+        start_p99_ms=round(q[98], 3),
+        end_to_end_steps_per_s=round(per * callers * 3 / ended),
+    )
+
+
+def s_signals(target: str, runs: int = 1000, one: int = 300, label: str = "") -> dict[str, object]:
+    """Signals with workers running: one at a time to the run's end (latency), then 8 threads
+    signalling ``runs`` parked runs (throughput)."""
+    eng = wf.Engine(target)
+    _parked(eng)
+    eng.start_workers(4)
+    eng.start_many("svc_wait", [{"key": f"a{i}"} for i in range(one)])
+    handles = {h.id: h for h in eng.start_many("svc_wait", [{"key": f"b{i}"} for i in range(runs)])}
+    eng.run_until_idle()
+    first = eng.sql(
+        "SELECT run_id, json_extract_string(data, '$.key') FROM wf_instances"
+    ).fetchall()
+    by_key = {key: run_id for run_id, key in first}
+    latencies = []
+    for i in range(one):
+        run = eng.run(by_key[f"a{i}"])
+        s = time.perf_counter()
+        assert eng.signal("go", f"a{i}")
+        run.result(timeout=30)
+        latencies.append((time.perf_counter() - s) * 1000)
+    callers = 8
+    barrier = threading.Barrier(callers + 1)
+    lost: list[str] = []
+
+    def send(part: int) -> None:
+        barrier.wait()
+        for i in range(part, runs, callers):
+            if not eng.signal("go", f"b{i}"):
+                lost.append(f"b{i}")
+
+    threads = [threading.Thread(target=send, args=(p,)) for p in range(callers)]
+    for th in threads:
+        th.start()
+    barrier.wait()
+    t = time.perf_counter()
+    for th in threads:
+        th.join()
+    sent = time.perf_counter() - t
+    eng.run_until_idle()
+    done = sum(1 for h in handles.values() if h.status == wf.RunStatus.COMPLETED)
+    eng.close()
+    q = statistics.quantiles(latencies, n=100)
+    return emit(
+        workload=f"SIG{label}",
+        one_at_a_time=one,
+        signal_to_completed_p50_ms=round(q[49], 3),
+        signal_to_completed_p99_ms=round(q[98], 3),
+        signalled=runs,
+        not_taken=len(lost),
+        completed=done,
+        signals_per_s_8_threads=round(runs / sent),
+    )
+
+
+def s_status(target: str, reads: int = 20_000, label: str = "") -> dict[str, object]:
+    """``run.status`` of a live run (its step is running) while workers run."""
+    eng = wf.Engine(target)
+    gate = _GATE
+    gate.clear()
+    eng.register(wf.Workflow("svc_hold", 1).start_with("bench.hold"))
+    eng.start_workers(2)
+    run = eng.start("svc_hold", {})
+    deadline = time.monotonic() + 10
+    while "running" not in run.explain() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    samples = []
+    for _ in range(reads):
+        s = time.perf_counter_ns()
+        _ = run.status
+        samples.append((time.perf_counter_ns() - s) / 1000)
+    data = []
+    for _ in range(reads // 10):
+        s = time.perf_counter_ns()
+        _ = run.data
+        data.append((time.perf_counter_ns() - s) / 1000)
+    gate.set()
+    eng.run_until_idle()
+    eng.close()
+    q = statistics.quantiles(samples, n=100)
+    qd = statistics.quantiles(data, n=100)
+    return emit(
+        workload=f"ST{label}",
+        reads=reads,
+        status_p50_us=round(q[49], 1),
+        status_p99_us=round(q[98], 1),
+        data_p50_us=round(qd[49], 1),
     )
 
 
