@@ -8,8 +8,10 @@ W2C 1,000 runs of 3 sequential trivial activities started at once
 W3  one run fanning out 200 parallel trivial activities, then a join
 W4  10,000 runs parked on a signal: start time, RSS per parked run, signal all, latency
 W5  DuckDB alone on the same file system: checkpoint-shaped single commits, and 100 per transaction
+HTTP `wfkit serve` subprocess, 32 clients POSTing /api/v1/runs for 10 s (wrk, else httpx)
 
-Targets: W1 >= 0.8 x W5 single; W2C and W3 >= 0.3 x W5 batched; W4 <= 2 KiB RSS per parked run.
+Targets: W1 >= 0.8 x W5 single; W2C and W3 >= 0.3 x W5 batched; W4 <= 2 KiB RSS per parked run;
+HTTP >= 1,000 starts/s with p99 <= 50 ms.
 Nothing here asserts: it prints figures and ratios.
 """
 
@@ -19,14 +21,21 @@ import gc
 import itertools
 import json
 import os
+import re
 import resource
+import secrets
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -450,8 +459,223 @@ def s_status(target: str, reads: int = 20_000, label: str = "") -> dict[str, obj
     )
 
 
+# --- service mode over HTTP: `wfkit serve` in its own process, clients POSTing starts --------
+
+_HTTP_FLOWS = '''"""Workflows served by the HTTP benchmark (imported by `wfkit serve --module`)."""
+
+import wfkit as wf
+
+
+@wf.activity("bench.noop")
+def noop(ctx: wf.ActivityContext[dict]) -> None:
+    return None
+
+
+svc = wf.Workflow("svc", 1).start_with("bench.noop").then("bench.noop").then("bench.noop")
+'''
+
+_WRK_SCRIPT = """wrk.method = "POST"
+wrk.body = '{"workflow": "svc", "data": {}}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+"""
+
+_WRK_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def _wfkit_command() -> list[str]:
+    """``wfkit`` of this interpreter's environment, or the same CLI through ``-c``."""
+    script = Path(sys.executable).with_name("wfkit")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from wfkit.cli import main; main()"]
+
+
+def _wait_for_sidecar(sidecar: Path, server: subprocess.Popen[bytes], log: Path) -> str:
+    """The server's URL once it listens (its sidecar file), within 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(
+                f"wfkit serve exited with {server.returncode}: {log.read_text()[-2000:]}"
+            )
+        try:
+            return str(json.loads(sidecar.read_text(encoding="utf-8"))["url"])
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.05)
+    raise RuntimeError(
+        f"wfkit serve wrote no {sidecar.name} within 30 s: {log.read_text()[-2000:]}"
+    )
+
+
+def _stop_server(server: subprocess.Popen[bytes]) -> int:
+    """SIGINT (the server removes its sidecar file and closes the database), SIGKILL after 15 s."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    return server.returncode
+
+
+def _wrk_ms(text: str) -> float:
+    number = re.fullmatch(r"([\d.]+)([a-z]+)", text)
+    if number is None:
+        raise ValueError(f"not a wrk duration: {text!r}")
+    return float(number[1]) * _WRK_UNITS[number[2]]
+
+
+def _wrk(wrk: str, url: str, script: Path, clients: int, seconds: int) -> dict[str, Any]:
+    """One wrk run: requests, seconds, non-2xx, socket errors, p50/p99 (ms)."""
+    options = ["-t2", f"-c{clients}", f"-d{seconds}s", "--timeout", "10s", "--latency"]
+    out = subprocess.run(
+        [wrk, *options, "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
+    ).stdout
+    done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)\b", out)
+    if done is None:
+        raise RuntimeError(f"cannot read wrk's output:\n{out}")
+    percentiles = dict(re.findall(r"^\s+(\d+)%\s+(\S+)$", out, re.MULTILINE))
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {
+        "requests": int(done[1]),
+        "seconds": _wrk_ms(done[2] + done[3]) / 1000,
+        "non_2xx": int(non_2xx[1]) if non_2xx else 0,
+        "socket_errors": sum(int(n) for n in errors.groups()) if errors else 0,
+        "p50_ms": _wrk_ms(percentiles["50"]) if "50" in percentiles else None,
+        "p99_ms": _wrk_ms(percentiles["99"]) if "99" in percentiles else None,
+    }
+
+
+def _httpx_load(
+    url: str, token: str, clients: int, seconds: float, warm_up: float
+) -> dict[str, Any]:
+    """``clients`` tasks on one httpx AsyncClient; requests started during the warm-up are
+    not counted."""
+    import asyncio
+
+    import httpx
+
+    async def load() -> dict[str, Any]:
+        latencies: list[float] = []
+        outcome = {"requests": 0, "non_2xx": 0, "socket_errors": 0, "warm_up": 0}
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        headers = {"Authorization": f"Bearer {token}"}
+        body = {"workflow": "svc", "data": {}}
+        begin = time.perf_counter()
+        counted_from = begin + warm_up
+        end = counted_from + seconds
+        last = counted_from
+        async with httpx.AsyncClient(limits=limits, timeout=10, headers=headers) as client:
+
+            async def one_client() -> None:
+                nonlocal last
+                while (s := time.perf_counter()) < end:
+                    counted = s >= counted_from
+                    try:
+                        response = await client.post(f"{url}/api/v1/runs", json=body)
+                    except httpx.HTTPError:
+                        if counted:
+                            outcome["socket_errors"] += 1
+                        continue
+                    finished = time.perf_counter()
+                    if not counted:
+                        outcome["warm_up"] += 1
+                        continue
+                    outcome["requests"] += 1
+                    last = max(last, finished)
+                    latencies.append((finished - s) * 1000)
+                    if not 200 <= response.status_code < 300:
+                        outcome["non_2xx"] += 1
+
+            await asyncio.gather(*(one_client() for _ in range(clients)))
+        q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else None
+        return {
+            **outcome,
+            "seconds": max(end, last) - counted_from,
+            "p50_ms": q[49] if q else None,
+            "p99_ms": q[98] if q else None,
+        }
+
+    return asyncio.run(load())
+
+
+def http(tmp: Path, clients: int = 32, seconds: int = 10, threads: int = 4) -> dict[str, object]:
+    """``wfkit serve`` in its own process; ``clients`` connections POST /api/v1/runs (a run of
+    3 trivial steps each) for ``seconds`` after a 1 s warm-up, with wrk or else httpx."""
+    from wfkit.api.server import sidecar_path  # where the server says its URL once it listens
+
+    folder = tmp / "http"
+    folder.mkdir(exist_ok=True)
+    flows = folder / "bench_http_flows.py"
+    flows.write_text(_HTTP_FLOWS, encoding="utf-8")
+    db = folder / "http.duckdb"
+    log = folder / "server.log"
+    token = secrets.token_hex(16)  # 32 characters
+    env = dict(os.environ, WFKIT_API_TOKEN=token)
+    here = str(Path(wf.__file__).resolve().parents[1])  # serve this very wfkit
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    command = [*_wfkit_command(), "serve", "--db", str(db), "--port", "0"]
+    command += ["--module", str(flows), "--threads", str(threads), "--no-access-log"]
+    wrk = shutil.which("wrk")
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=out)
+    try:
+        url = _wait_for_sidecar(sidecar_path(db), server, log)
+        with urllib.request.urlopen(f"{url}/api/v1/health", timeout=10) as health:
+            assert health.status == 200, health.status
+        load: dict[str, Any]
+        if wrk:
+            script = folder / "start.lua"
+            script.write_text(_WRK_SCRIPT % token, encoding="utf-8")
+            target = f"{url}/api/v1/runs"
+            warm_up = _wrk(wrk, target, script, clients, 1)["requests"]
+            load = _wrk(wrk, target, script, clients, seconds)
+            load["warm_up"] = warm_up
+        else:
+            load = _httpx_load(url, token, clients, seconds, warm_up=1)
+    finally:
+        exit_code = _stop_server(server)
+    eng = wf.Engine(db)
+    statuses = dict(eng.sql("SELECT status, count(*) FROM wf_instances GROUP BY 1").fetchall())
+    eng.close()
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    problems = [line for line in lines if "ERROR" in line or "Traceback" in line]
+    for line in problems[:5]:
+        print(f"HTTP server log: {line}", file=sys.stderr, flush=True)
+    took = float(load["seconds"])
+    requests = int(load["requests"])
+    ok = requests - int(load["non_2xx"])
+    p50, p99 = load["p50_ms"], load["p99_ms"]
+    return emit(
+        workload="HTTP",
+        generator="wrk" if wrk else "httpx",
+        clients=clients,
+        server_threads=threads,
+        seconds=round(took, 3),
+        requests=requests,
+        non_2xx=load["non_2xx"],
+        socket_errors=load["socket_errors"],
+        warm_up_requests=load["warm_up"],
+        starts_per_s=round(ok / took),
+        p50_ms=None if p50 is None else round(float(p50), 3),
+        p99_ms=None if p99 is None else round(float(p99), 3),
+        runs_in_db=sum(statuses.values()),
+        runs_completed=statuses.get("completed", 0),
+        runs_by_status=statuses,
+        server_exit=exit_code,
+        server_log_errors=len(problems),
+    )
+
+
 def main(argv: list[str]) -> None:
-    wanted = set(argv) or {"W1", "W2C", "W3", "W4", "W5"}
+    wanted = set(argv) or {"W1", "W2C", "W3", "W4", "W5", "HTTP"}
     with tempfile.TemporaryDirectory(prefix="wfkit-bench-") as folder:
         tmp = Path(folder)
         limits = w5(tmp)
@@ -464,6 +688,8 @@ def main(argv: list[str]) -> None:
             results["W3"] = w3(tmp)
         if "W4" in wanted:
             results["W4"] = w4(tmp)
+        if "HTTP" in wanted:
+            results["HTTP"] = http(tmp)
     single, batched = limits["single_commits_per_s"], limits["batched_rows_per_s"]
     ratios = {}
     if "W1" in results:
@@ -478,6 +704,17 @@ def main(argv: list[str]) -> None:
     if "W4" in results:
         per = results["W4"]["rss_bytes_per_parked_run"]
         emit(check="W4_rss_per_parked_run", bytes=per, target=2048, met=per <= 2048)
+    if "HTTP" in results:
+        rate, p99 = results["HTTP"]["starts_per_s"], results["HTTP"]["p99_ms"]
+        ratio = rate / 1000
+        emit(
+            check="HTTP_starts_per_s",
+            value=rate,
+            ratio=round(ratio, 3),
+            target=1000,
+            met=ratio >= 1,
+        )
+        emit(check="HTTP_p99_ms", ms=p99, target=50, met=p99 is not None and p99 <= 50)
     emit(peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
 
 
