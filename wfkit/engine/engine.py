@@ -303,21 +303,22 @@ class Engine(Operations):
         flow = self._resolve(workflow_id, version)
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
         docs = [self._admit(flow, d) for d in documents]
-        with self._writer.lock:
-            runs: list[RunState] = []
-            for doc in docs:
-                run_id = uuid.uuid4().hex[:16]
-                text = json.dumps(doc, separators=(",", ":"))
-                run = RunState(run_id, flow, doc)
-                self._writer.add_instance(run, text, actor)
-                cp = self._writer.checkpoint(run, actor)
+        texts = [json.dumps(doc, separators=(",", ":")) for doc in docs]
+
+        def admit(writer: Writer) -> list[str]:
+            ids: list[str] = []
+            for doc, text in zip(docs, texts, strict=True):
+                run = RunState(uuid.uuid4().hex[:16], flow, doc)
+                writer.add_instance(run, text, actor)
+                cp = writer.checkpoint(run, actor)
                 cp.event("run.started", detail={"workflow": flow.id, "version": flow.version})
                 cp.spawn(flow.start, [])
-                runs.append(run)
-            released = self._writer.commit()
-        self._scheduler.release(released)
+                ids.append(run.run_id)
+            return ids
+
+        ids = self._scheduler.submit(admit)
         self._scheduler.wake()  # on a shared store the new runs wait to be claimed
-        return [Run(self, r.run_id) for r in runs]
+        return [Run(self, run_id) for run_id in ids]
 
     def _admit(self, flow: CompiledFlow, data: Any) -> dict[str, Any]:
         model = flow.data_model
@@ -389,7 +390,12 @@ class Engine(Operations):
     # --- internals used by Run handles --------------------------------------------------------
 
     def _state(self, run_id: str) -> RunState:
-        """A detached copy of the run's state (the live one belongs to the writer)."""
+        """A detached copy of the run's state (the live one belongs to the writer): as its last
+        commit left it, read without the writer's lock; from the store for a run not in
+        memory."""
+        frozen = self._writer.view(run_id)
+        if frozen is not None:
+            return frozen.thaw()
         with self._writer.lock:
             run = self._writer.get_run(run_id)
             if run is None:
@@ -420,14 +426,19 @@ class Engine(Operations):
     def _explain(self, run_id: str) -> str:
         return explain(self, run_id)
 
+    def _status(self, run_id: str) -> RunStatus:
+        """Where the run stands as of its last commit (no lock, no query for a live run)."""
+        frozen = self._writer.view(run_id)
+        return RunStatus((frozen if frozen is not None else self._state(run_id)).status)
+
     def _wait_terminal(self, run_id: str, timeout: float | None) -> RunStatus:
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._scheduler.running:
             self.run_until_idle(timeout)
-            return RunStatus(self._state(run_id).status)
+            return self._status(run_id)
         with self._scheduler.changed:
             while True:
-                status = RunStatus(self._state(run_id).status)
+                status = self._status(run_id)
                 left = None if deadline is None else deadline - time.monotonic()
                 if status.terminal or (left is not None and left <= 0):
                     return status

@@ -35,7 +35,7 @@ class Run:
     @property
     def status(self) -> RunStatus:
         """Where the run stands now."""
-        return RunStatus(self._engine._state(self.id).status)
+        return self._engine._status(self.id)
 
     @property
     def data(self) -> Any:

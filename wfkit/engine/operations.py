@@ -11,10 +11,10 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from wfkit.store.base import Store
 
 __all__ = ["Operations"]
+
+T = TypeVar("T")
 
 _BUSY_WAIT = 5.0  # seconds a command waits for another engine to let go of a run
 
@@ -76,12 +78,14 @@ class Operations:
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
         """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
         refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
-        with self._writer.lock, self._holding(run_id) as run:
-            if RunStatus(run.status).terminal:
-                raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
-            self._writer.checkpoint(run, actor).cancel_run(reason)
-            released = self._writer.commit()
-        self._scheduler.release(released)
+
+        def cancel(writer: Writer) -> None:
+            with self._holding(run_id) as run:
+                if RunStatus(run.status).terminal:
+                    raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+                writer.checkpoint(run, actor).cancel_run(reason)
+
+        self._command(cancel)
 
     # --- waits --------------------------------------------------------------------------------
 
@@ -104,29 +108,37 @@ class Operations:
                 f"a signal payload must be a JSON object, got {type(payload).__name__}"
             )
         key_text = _signal_key(name, key, actor, payload)
-        with self._writer.lock:
-            rows = self._store.query("find_bookmark", ["signal", name, key_text])
-            if not rows:
+        return self._command(lambda writer: self._deliver(writer, name, key_text, payload, actor))
+
+    def _deliver(
+        self,
+        writer: Writer,
+        name: str,
+        key_text: str | None,
+        payload: dict[str, Any],
+        actor: str | None,
+    ) -> bool:
+        """Resume the wait for (name, key) in the batch being built; False when none waits."""
+        rows = self._store.query("find_bookmark", ["signal", name, key_text])
+        if not rows:
+            return False
+        run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
+        try:
+            with self._holding(run_id) as run:
+                token = run.tokens.get(token_id)
+                if token is None or token["node"] != node_id or token["st"] != "wait":
+                    return False  # another sender's signal took this wait first
+                node = run.flow.nodes[node_id]
+                payload = self._check_payload(node, name, key_text, payload)
+                cp = writer.checkpoint(run, actor)
+                cp.drop_bookmark(token_id)
+                handler: Any = writer.handlers["wait"]
+                handler.on_signal(cp, token_id, node_id, node, payload)
+        except RunBusy:
+            # another engine holds the run: if it took this wait meanwhile, we lost the race
+            if not self._store.query("find_bookmark", ["signal", name, key_text]):
                 return False
-            run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
-            try:
-                with self._holding(run_id) as run:
-                    token = run.tokens.get(token_id)
-                    if token is None or token["node"] != node_id or token["st"] != "wait":
-                        return False  # another sender's signal took this wait first
-                    node = run.flow.nodes[node_id]
-                    payload = self._check_payload(node, name, key_text, payload)
-                    cp = self._writer.checkpoint(run, actor)
-                    cp.drop_bookmark(token_id)
-                    handler: Any = self._writer.handlers["wait"]
-                    handler.on_signal(cp, token_id, node_id, node, payload)
-                    released = self._writer.commit()
-            except RunBusy:
-                # another engine holds the run: if it took this wait meanwhile, we lost the race
-                if not self._store.query("find_bookmark", ["signal", name, key_text]):
-                    return False
-                raise
-        self._scheduler.release(released)
+            raise
         return True
 
     def _check_payload(
@@ -192,8 +204,9 @@ class Operations:
                 "elsewhere and pass a reference)"
             )
         until_delta = parse_duration(expires) if expires is not None else None
-        with self._writer.lock:  # held throughout: no wait can open between the two steps
-            if self.signal(name, key, payload, actor=actor):
+
+        def post(writer: Writer) -> bool:
+            if self._deliver(writer, name, key_text, payload, actor):
                 return True
             now = self.clock.now()
             until = now + until_delta if until_delta is not None else None
@@ -203,26 +216,15 @@ class Operations:
                     Statement("delete_expired_signals", [(now,)]),
                     Statement(
                         "insert_posted_signal",
-                        [
-                            (
-                                signal_id,
-                                name,
-                                key_text,
-                                json.dumps(payload),
-                                now,
-                                until,
-                                actor,
-                            )
-                        ],
+                        [(signal_id, name, key_text, json.dumps(payload), now, until, actor)],
                     ),
                 ]
             )
-            self._writer.posted.add((name, key_text))
-            if self._store.query("find_bookmark", ["signal", name, key_text]):
-                # a wait opened meanwhile (on this thread): hand the kept signal to it now
-                self._store.write([Statement("delete_posted_signal", [(signal_id,)])])
-                return self.signal(name, key, payload, actor=actor)
-        return False
+            writer.posted.add((name, key_text))
+            return False
+
+        # alone: the batch before it is durable, so a wait it opened is found in the store
+        return self._command(post, alone=True)
 
     def approve(
         self,
@@ -235,7 +237,8 @@ class Operations:
     ) -> None:
         """Decide the open approval ``node`` of run ``run_id``; records actor, comment and time."""
         refuse_unstorable(SignalError, f"deciding approval {node!r}", actor=actor, comment=comment)
-        with self._writer.lock:
+
+        def decide(writer: Writer) -> None:
             rows = self._store.query("find_bookmark", ["approval", node, run_id])
             if not rows:
                 open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
@@ -251,12 +254,12 @@ class Operations:
                         f"approval {node!r} of run {run_id} was decided meanwhile; "
                         "check engine.waiting() and the run's history"
                     )
-                cp = self._writer.checkpoint(run, actor)
+                cp = writer.checkpoint(run, actor)
                 cp.drop_bookmark(token_id)
-                approval: Any = self._writer.handlers["approval"]
+                approval: Any = writer.handlers["approval"]
                 approval.decide(cp, token_id, node, approved, comment)
-                released = self._writer.commit()
-        self._scheduler.release(released)
+
+        self._command(decide)
 
     # --- recovery -----------------------------------------------------------------------------
 
@@ -266,53 +269,60 @@ class Operations:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
         return run
 
-    @contextmanager
-    def _holding(self, run_id: str) -> Iterator[RunState]:
-        """The run, held by this engine while a command changes it.
-
-        On a shared store the run is claimed first (waiting a few seconds while another engine
-        holds it); if the command ends without a checkpoint the run is given back.
-        """
-        writer = self._writer
-        had = run_id in writer.runs
+    def _command(self, fn: Callable[[Writer], T], *, alone: bool = False) -> T:
+        """Run ``fn`` in the writer's next group commit; wait while another engine process
+        holds a run it needs (shared stores), outside the writer lock."""
         deadline = time.monotonic() + _BUSY_WAIT
         while True:
             try:
-                run = writer.take(run_id)
-                break
+                return self._scheduler.submit(fn, alone=alone)
             except RunBusy:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
+
+    @contextmanager
+    def _holding(self, run_id: str) -> Iterator[RunState]:
+        """The run, held by this engine while a command changes it (under the writer lock).
+
+        On a shared store the run is claimed first (``RunBusy`` while another engine holds it);
+        if the command leaves it without a checkpoint the run is given back.
+        """
+        writer = self._writer
+        had = run_id in writer.runs
+        run = writer.take(run_id)
         if run is None:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
-        commits = writer.commits
         try:
             yield run
         finally:
-            if not had and writer.commits == commits and writer.runs.get(run_id) is run:
+            if not had and not writer.in_batch(run_id) and writer.runs.get(run_id) is run:
                 writer.runs.pop(run_id, None)
                 writer.owner.release([run_id])
 
     def resume(self, run_id: str, *, actor: str | None = None) -> None:
         """Continue a suspended run: its parked step gets a fresh set of attempts."""
         refuse_unstorable(UsageError, f"resuming run {run_id}", actor=actor)
-        with self._writer.lock, self._holding(run_id) as run:
-            stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
-            if run.status != RunStatus.SUSPENDED.value or not stuck:
-                raise UsageError(f"run {run_id} is {run.status}, not suspended; nothing to resume")
-            if any("comp" in run.tokens[t] for t in stuck):
-                raise UsageError(
-                    f"run {run_id} is suspended on a failed compensation; choose "
-                    "engine.recover_compensation(run_id, action='retry'|'skip'|'abandon')"
-                )
-            cp = self._writer.checkpoint(run, actor)
-            run.set_status(RunStatus.RUNNING.value)
-            cp.event("run.resumed", detail={"steps": [run.tokens[t]["node"] for t in stuck]})
-            for token_id in stuck:
-                cp.ready(token_id, attempt=1)
-            released = self._writer.commit()
-        self._scheduler.release(released)
+
+        def resume(writer: Writer) -> None:
+            with self._holding(run_id) as run:
+                stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
+                if run.status != RunStatus.SUSPENDED.value or not stuck:
+                    raise UsageError(
+                        f"run {run_id} is {run.status}, not suspended; nothing to resume"
+                    )
+                if any("comp" in run.tokens[t] for t in stuck):
+                    raise UsageError(
+                        f"run {run_id} is suspended on a failed compensation; choose "
+                        "engine.recover_compensation(run_id, action='retry'|'skip'|'abandon')"
+                    )
+                cp = writer.checkpoint(run, actor)
+                run.set_status(RunStatus.RUNNING.value)
+                cp.event("run.resumed", detail={"steps": [run.tokens[t]["node"] for t in stuck]})
+                for token_id in stuck:
+                    cp.ready(token_id, attempt=1)
+
+        self._command(resume)
 
     def recover_compensation(
         self, run_id: str, action: str = "retry", *, actor: str | None = None
@@ -322,15 +332,17 @@ class Operations:
         refuse_unstorable(UsageError, f"recovering run {run_id}", actor=actor)
         if action not in ("retry", "skip", "abandon"):
             raise UsageError(f"action must be 'retry', 'skip' or 'abandon', not {action!r}")
-        with self._writer.lock, self._holding(run_id) as run:
-            if not any(t.get("comp") and t["st"] == "suspended" for t in run.tokens.values()):
-                raise UsageError(
-                    f"run {run_id} ({run.status}) has no failed compensation to recover; "
-                    "use engine.resume for a suspended step"
-                )
-            sagas.recover(self._writer.checkpoint(run, actor), action)
-            released = self._writer.commit()
-        self._scheduler.release(released)
+
+        def recover(writer: Writer) -> None:
+            with self._holding(run_id) as run:
+                if not any(t.get("comp") and t["st"] == "suspended" for t in run.tokens.values()):
+                    raise UsageError(
+                        f"run {run_id} ({run.status}) has no failed compensation to recover; "
+                        "use engine.resume for a suspended step"
+                    )
+                sagas.recover(writer.checkpoint(run, actor), action)
+
+        self._command(recover)
 
     def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
         """Start a fresh run of the same definition with the original input; lineage both ways."""
@@ -342,21 +354,25 @@ class Operations:
         if not RunStatus(status).terminal:
             raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
         flow = self._writer.flow(workflow_id, version, digest)
-        with self._writer.lock, self._holding(run_id) as old:
-            new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
-            self._writer.add_instance(new, input_json, actor, parent=run_id)
-            cp = self._writer.checkpoint(new, actor)
-            cp.event(
-                "run.started",
-                detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
-            )
-            cp.spawn(flow.start, [])
-            self._writer.checkpoint(old, actor).event(
-                "run.restarted", detail={"new_run": new.run_id}
-            )
-            released = self._writer.commit()
-        self._scheduler.release(released)
-        return Run(self, new.run_id)  # type: ignore[arg-type]  # self is the Engine
+
+        def restart(writer: Writer) -> str:
+            with self._holding(run_id) as old:
+                new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
+                writer.add_instance(new, input_json, actor, parent=run_id)
+                cp = writer.checkpoint(new, actor)
+                cp.event(
+                    "run.started",
+                    detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
+                )
+                cp.spawn(flow.start, [])
+                writer.checkpoint(old, actor).event(
+                    "run.restarted", detail={"new_run": new.run_id}
+                )
+                return new.run_id
+
+        new_id = self._command(restart)
+        self._scheduler.wake()  # on a shared store the new run waits to be claimed
+        return Run(self, new_id)  # type: ignore[arg-type]  # self is the Engine
 
     def waiting(self) -> list[WaitInfo]:
         """Every open wait and approval: run, node, key, since and deadline."""

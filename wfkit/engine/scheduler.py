@@ -3,6 +3,12 @@
 Workers only run activities; they hand results to the writer, which commits everything that is
 ready in one transaction and then releases the next steps. The writer sleeps until the next timer
 is due or a result arrives — there is no polling loop — and a ``ManualClock`` wakes it on advance.
+
+Callers' writes (start, signal, approve, cancel...) are :class:`Command` objects: each caller hands
+its command over and waits for its own outcome, and whichever thread commits next runs every
+command queued so far in one transaction with the attempt results of its round (group commit).
+With workers running that is the writer thread; without them, the first caller to take the lock
+commits for everyone queued behind it.
 """
 
 from __future__ import annotations
@@ -13,9 +19,9 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
@@ -26,12 +32,46 @@ from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
 
-__all__ = ["Scheduler"]
+__all__ = ["Command", "Scheduler"]
 
 log = logging.getLogger("wfkit.engine")
 
 _WAKE = object()
 _STOP = object()
+
+T = TypeVar("T")
+
+SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
+
+
+class Command(Generic[T]):
+    """One caller's write: run under the writer lock by whichever thread commits next.
+
+    ``fn`` changes runs through the writer's checkpoints (it never commits); the caller waits
+    until the transaction holding its changes is durable and gets ``fn``'s value, or the
+    exception ``fn`` raised (its new runs are then left out: a refused command writes nothing),
+    or the store's error when the transaction failed. An ``alone`` command commits on its own
+    (it reads the store for rows the same batch could still be writing).
+    """
+
+    __slots__ = ("_claim", "alone", "done", "error", "fn", "value")
+
+    def __init__(self, fn: Callable[[Writer], T], alone: bool = False) -> None:
+        self.fn = fn
+        self.alone = alone
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._claim = threading.Lock()
+
+    def claim(self) -> bool:
+        """True for the one thread that runs this command."""
+        return self._claim.acquire(blocking=False)
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class Scheduler:
@@ -69,6 +109,7 @@ class Scheduler:
         self._looked = 0
         self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
+        self._waiting: deque[Command[Any]] = deque()  # callers' commands not yet run
         clock.subscribe(self.wake)
 
     # --- jobs -----------------------------------------------------------------------------------
@@ -197,23 +238,105 @@ class Scheduler:
             ):
                 self._enqueue(run, token_id)
 
+    # --- callers' writes ------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[Writer], T], *, alone: bool = False) -> T:
+        """Run ``fn`` in the next group commit and return its value once it is durable."""
+        command: Command[T] = Command(fn, alone)
+        self._waiting.append(command)
+        if self._threads and threading.current_thread() not in self._threads:
+            self._results.put(_WAKE)  # the writer thread runs it in its next round
+            while not command.done.wait(0.5):
+                if not self._threads:  # stopped meanwhile: run it here
+                    break
+            if command.done.is_set():
+                return command.outcome()
+        with self.writer.lock:
+            if command.done.is_set():
+                return command.outcome()
+            commands = self._take_commands()
+            released = self._run_commands(commands)
+        self._finish(commands, released)
+        return command.outcome()
+
+    def _take_commands(self) -> list[Command[Any]]:
+        """The commands queued so far that no other thread has taken."""
+        taken: list[Command[Any]] = []
+        while self._waiting:
+            try:
+                command = self._waiting.popleft()
+            except IndexError:
+                break
+            if command.claim():
+                taken.append(command)
+        return taken
+
+    def _run_commands(self, commands: list[Command[Any]]) -> Released:
+        """Run ``commands`` into the batch and commit it (under the writer lock); each one
+        learns its outcome once the commit is durable."""
+        released = Released()
+        pending: list[Command[Any]] = []
+        for command in commands:
+            if command.alone:
+                released.merge(self._commit_commands(pending))
+                pending = []
+                self._run_one(command)
+                released.merge(self._commit_commands([command]))
+            else:
+                self._run_one(command)
+                pending.append(command)
+        released.merge(self._commit_commands(pending))
+        return released
+
+    def _run_one(self, command: Command[Any]) -> None:
+        writer = self.writer
+        before = set(writer.batch_runs())
+        try:
+            command.value = command.fn(writer)
+        except BaseException as exc:  # the caller gets it; its new runs are not written
+            command.error = exc
+            writer.forget_new(set(writer.batch_runs()) - before)
+            command.done.set()
+
+    def _commit_commands(self, commands: list[Command[Any]]) -> Released:
+        """Commit the batch; the commands whose changes it holds learn whether it stuck."""
+        failures = self.writer.failures
+        try:
+            released = self._commit_with_retry()
+        except BaseException as exc:
+            for command in commands:
+                command.error = exc
+                command.done.set()
+            raise
+        if self.writer.failures != failures:  # a failed try dropped their changes
+            for command in commands:
+                command.error = StoreError(
+                    "the store refused the transaction holding this change, so it was not "
+                    "made; nothing changed: try again"
+                )
+                command.done.set()
+        for command in commands:
+            command.done.set()
+        return released
+
+    def _finish(self, commands: list[Command[Any]], released: Released) -> None:
+        self.release(released)
+        for command in commands:
+            command.done.set()
+
     # --- one round ------------------------------------------------------------------------------
 
-    def process(
-        self, results: list[AttemptResult], commands: Sequence[Callable[[Writer], None]] = ()
-    ) -> None:
-        """Apply results, fire due timers and run commands, commit once, release."""
+    def process(self, results: list[AttemptResult]) -> None:
+        """Apply results, fire due timers and run the callers' commands, commit once, release."""
         with self._rounds:
             self._processing += 1
         try:
-            self._process(results, commands)
+            self._process(results)
         finally:
             with self._rounds:
                 self._processing -= 1
 
-    def _process(
-        self, results: list[AttemptResult], commands: Sequence[Callable[[Writer], None]]
-    ) -> None:
+    def _process(self, results: list[AttemptResult]) -> None:
         writer = self.writer
         claimed: list[tuple[RunState, str]] = []
         with self._rounds:
@@ -225,12 +348,15 @@ class Scheduler:
                 writer.apply_result(result)
             for due, run_id, token_id, kind in self._due_timers():
                 writer.fire_timer(due, run_id, token_id, kind)
-            for command in commands:
-                command(writer)
             self._mark_suspects()
-            released = self._commit_with_retry()
+            commands = self._take_commands()
+            try:
+                released = self._run_commands(commands)
+            finally:
+                for command in commands:
+                    command.done.set()  # the failure, if any, is theirs too
             claimed = self._claim_round()
-        self.release(released)
+        self._finish(commands, released)
         for run, token_id in claimed:
             self._enqueue(run, token_id)
         self.claimed = len(claimed)
@@ -469,8 +595,15 @@ class Scheduler:
             self._results.put(result)
 
     def _write_loop(self) -> None:
+        # summary rows of running runs are written once the writer has had nothing to do for
+        # SUMMARY_DELAY (readers in this process flush them first): a steady trickle of work
+        # commits one transaction per round, not two
+        flush_at: float | None = None
         while True:
             timeout = self._sleep_for()
+            if flush_at is not None:
+                left = max(flush_at - time.monotonic(), 0.0)
+                timeout = left if timeout is None else min(timeout, left)
             try:
                 first = self._results.get(timeout=timeout)
             except queue.Empty:
@@ -485,8 +618,11 @@ class Scheduler:
             results = [i for i in items if isinstance(i, AttemptResult)]
             try:
                 self.process(results)
-                if self._results.empty():
+                if stop or (flush_at is not None and time.monotonic() >= flush_at):
+                    flush_at = None
                     self.writer.flush_summaries()
+                elif flush_at is None and self._results.empty():
+                    flush_at = time.monotonic() + SUMMARY_DELAY
             except Exception:
                 log.exception("the writer failed to commit; it will try again")
             with self.changed:
@@ -537,4 +673,5 @@ class Scheduler:
                 if left is not None and left <= 0:
                     return False
                 self.changed.wait(left if left is not None else 1.0)
+        self.writer.flush_summaries()
         return True

@@ -150,6 +150,43 @@ class RunState:
             separators=(",", ":"),
         )
 
+    def freeze(self) -> RunState:
+        """A copy of the run as it stands, for readers, sharing nothing they could change.
+
+        The maps are copied one level deep: their entries are never changed in place (every
+        change puts a new entry), so the copy stays as it was when taken. Data and outputs are
+        kept as JSON text (cached until the next change) and decoded by :meth:`thaw`.
+        """
+        frozen = RunState(
+            self.run_id,
+            self.flow,
+            {},
+            self.status,
+            self.error,
+            self.seq,
+            self.counter,
+            **{kind: dict(getattr(self, kind)) for kind in _MAPS},  # type: ignore[arg-type]
+        )
+        frozen._data_json = self.data_json()
+        frozen._outputs_json = self.outputs_json()
+        return frozen
+
+    def thaw(self) -> RunState:
+        """A reader's own copy of a frozen run (see :meth:`freeze`)."""
+        run = RunState(
+            self.run_id,
+            self.flow,
+            json.loads(self.data_json()),
+            self.status,
+            self.error,
+            self.seq,
+            self.counter,
+            **{kind: dict(getattr(self, kind)) for kind in _MAPS},  # type: ignore[arg-type]
+        )
+        run.tokens = {t: dict(tok) for t, tok in self.tokens.items()}
+        run.outputs = json.loads(self.outputs_json())
+        return run
+
     @classmethod
     def restore(
         cls, run_id: str, flow: CompiledFlow, data: dict[str, Any], state: str | None, seq: int

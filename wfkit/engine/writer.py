@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -40,6 +41,8 @@ log = logging.getLogger("wfkit.engine")
 
 Command = Callable[["Writer"], None]
 
+RECENT_VIEWS = 256  # runs out of memory whose last committed state readers get without a query
+
 
 @dataclass
 class Released:
@@ -50,6 +53,14 @@ class Released:
     changed: set[str] = field(default_factory=set)
     timers: bool = False  # new timers: a sleeping writer thread must look at its clock again
     handed: int = 0  # new or woken runs left in a shared store for whichever engine claims them
+
+    def merge(self, other: Released) -> None:
+        """Add what another commit released."""
+        self.dispatch += other.dispatch
+        self.cancel += other.cancel
+        self.changed |= other.changed
+        self.timers = self.timers or other.timers
+        self.handed += other.handed
 
 
 class Writer:
@@ -83,11 +94,44 @@ class Writer:
         self._taken: list[str] = []
         self.reload_flows: Callable[[], None] | None = None
         self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
+        self.failures = 0  # transactions that failed (their changes were dropped from memory)
         # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
         self.drain_timeout = timedelta(seconds=60)
         # ready steps of runs taken for a timer or a command, for the scheduler's next round
         self.adopted: list[tuple[RunState, str]] = []
         self.adopted_suspects: list[tuple[RunState, str]] = []
+        # each run's state as its last commit left it (frozen copies; readers take no lock):
+        # the runs in memory, and the last few that left it (one engine per database only)
+        self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def view(self, run_id: str) -> RunState | None:
+        """The run as its last commit left it, without the lock; None when not published."""
+        entry = self.views.get(run_id)
+        if entry is None:
+            return None
+        live, frozen = entry
+        if self.owner.shared and self.runs.get(run_id) is not live:
+            return None  # another engine may have moved it on since
+        return frozen
+
+    def _publish(self, run: RunState, in_memory: bool) -> None:
+        """Publish the run's state after a commit that changed it."""
+        views = self.views
+        if not in_memory and self.owner.shared:
+            views.pop(run.run_id, None)
+            return
+        views[run.run_id] = (run, run.freeze())
+        views.move_to_end(run.run_id)
+        spare = len(views) - len(self.runs) - RECENT_VIEWS
+        while spare > 0 and views:
+            oldest = next(iter(views))
+            if oldest in self.runs:
+                views.move_to_end(oldest)
+            else:
+                views.popitem(last=False)
+            spare -= 1
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -265,6 +309,23 @@ class Writer:
             )
         return suspects
 
+    def batch_runs(self) -> list[str]:
+        """The runs with a checkpoint in the batch being built."""
+        return list(self._batch)
+
+    def in_batch(self, run_id: str) -> bool:
+        """True when the batch being built changes ``run_id``."""
+        return run_id in self._batch
+
+    def forget_new(self, run_ids: set[str]) -> None:
+        """Leave out of the batch the checkpoints of new runs a refused command made (a run
+        already stored keeps its checkpoint: commands check before they change anything)."""
+        for run_id in run_ids:
+            if run_id in self._new_runs:
+                del self._new_runs[run_id]
+                self._batch.pop(run_id, None)
+                self.runs.pop(run_id, None)
+
     @property
     def pending(self) -> bool:
         """True when checkpoints wait in the batch for the next commit."""
@@ -420,6 +481,7 @@ class Writer:
             if not (len(parts) >= 2 or one_refused) or not self._isolate(
                 batch, parts, new_runs, stale, unwritable
             ):
+                self.failures += 1
                 for run_id in batch:  # memory ran ahead of the store: reload from the store
                     self.runs.pop(run_id, None)
                 self._taken = []
@@ -473,6 +535,7 @@ class Writer:
         for run_id, reason in unwritable.items():
             batch.pop(run_id, None)
             self.runs.pop(run_id, None)
+            self.views.pop(run_id, None)
             self.dirty.discard(run_id)
             error = printable(
                 f"the engine could not write this run's checkpoint, so it failed as it last "
@@ -630,6 +693,7 @@ class Writer:
             released.cancel += [(run.run_id, t) for t in cp.cancel]
             if self.owner.shared and (run.run_id in new_runs or cp.woke):
                 # a new or resumed run on a shared store: whichever engine claims it runs it
+                self.views.pop(run.run_id, None)
                 self.runs.pop(run.run_id, None)
                 self.dirty.discard(run.run_id)
                 released.handed += 1
@@ -640,9 +704,11 @@ class Writer:
                     released.dispatch.append((run, token_id))
             if any(t["st"] in IN_FLIGHT for t in run.tokens.values()):
                 self.runs[run.run_id] = run
+                self._publish(run, True)
             else:
                 self.runs.pop(run.run_id, None)  # parked or ended: its rows hold it now
                 self.dirty.discard(run.run_id)
+                self._publish(run, False)
         return released
 
     def flush_summaries(self) -> None:
