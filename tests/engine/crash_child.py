@@ -1,6 +1,7 @@
 """Child process for ``test_crash.py``: drive one long run on a DuckDB file until it is done.
 
-Usage: ``python crash_child.py DB_PATH LOG_PATH {inline|workers}``
+Usage: ``python crash_child.py DB_PATH LOG_PATH {inline|workers|batched}`` (batched: inline, with
+``durability="batched"``)
 
 The parent SIGKILLs this process at random moments and launches it again. The first launch (no
 run in the file yet) starts the run; every later launch only reopens the file and keeps driving.
@@ -77,10 +78,11 @@ def make_flow() -> wf.Workflow:
 
 
 def main(db_path: str, log_path: str, mode: str) -> int:
-    if mode not in ("inline", "workers"):
-        print(f"unknown mode {mode!r}; use inline or workers", file=sys.stderr)
+    if mode not in ("inline", "workers", "batched"):
+        print(f"unknown mode {mode!r}; use inline, workers or batched", file=sys.stderr)
         return 2
-    engine = wf.Engine(db_path, registry=make_registry(log_path))
+    durability = "batched" if mode == "batched" else "step"
+    engine = wf.Engine(db_path, registry=make_registry(log_path), durability=durability)
     try:
         engine.register(make_flow())
         infos = engine.runs()
@@ -93,8 +95,9 @@ def main(db_path: str, log_path: str, mode: str) -> int:
         else:
             print(f"expected at most one run, found {infos}", file=sys.stderr)
             return 4
-        if mode == "inline":
-            engine.run_until_idle()
+        if mode in ("inline", "batched"):
+            # a kill during a marked attempt is a crash: its retry waits for a timer (1 s)
+            engine.run_until_idle(timeout=20)
         else:
             engine.start_workers(2)
             try:

@@ -38,6 +38,8 @@ __all__ = ["Engine"]
 
 log = logging.getLogger("wfkit.engine")
 
+DURABILITY = ("step", "batched")
+
 _OPEN: weakref.WeakSet[Engine] = weakref.WeakSet()
 """Engines not closed yet, closed at interpreter exit (a weak set: it keeps none alive)."""
 _WORKING: set[Engine] = set()
@@ -107,7 +109,15 @@ class Engine(Operations):
         lease: str | timedelta = "30s",
         batch_size: int = 1024,
         drain_timeout: str | timedelta = "60s",
+        durability: str = "step",
     ) -> None:
+        if durability not in DURABILITY:
+            raise UsageError(
+                f"durability must be one of {', '.join(map(repr, DURABILITY))}, not "
+                f"{durability!r}: 'step' makes every checkpoint durable before the next step "
+                "starts; 'batched' writes a running run's checkpoints every few milliseconds"
+            )
+        self.durability = durability
         self.target = str(target)
         self.clock: Clock = clock or SystemClock()
         self.registry = registry if registry is not None else default_registry
@@ -120,6 +130,7 @@ class Engine(Operations):
         )
         self._writer = Writer(self._store, self.clock.now, owner)
         self._writer.drain_timeout = parse_duration(drain_timeout)
+        self._writer.durability = durability
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get

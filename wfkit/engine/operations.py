@@ -108,7 +108,10 @@ class Operations:
                 f"a signal payload must be a JSON object, got {type(payload).__name__}"
             )
         key_text = _signal_key(name, key, actor, payload)
-        return self._command(lambda writer: self._deliver(writer, name, key_text, payload, actor))
+        return self._command(
+            lambda writer: self._deliver(writer, name, key_text, payload, actor),
+            signal=(name, key_text),
+        )
 
     def _deliver(
         self,
@@ -119,12 +122,12 @@ class Operations:
         actor: str | None,
     ) -> bool:
         """Resume the wait for (name, key) in the batch being built; False when none waits."""
-        rows = self._store.query("find_bookmark", ["signal", name, key_text])
-        if not rows:
+        found = writer.signal_wait(name, key_text)
+        if found is None:
             return False
-        run_id, token_id, node_id = rows[0][0], rows[0][1], rows[0][2]
+        run_id, token_id, node_id, row = found[0], found[1], found[2], found[3:] or None
         try:
-            with self._holding(run_id) as run:
+            with self._holding(run_id, row) as run:
                 token = run.tokens.get(token_id)
                 if token is None or token["node"] != node_id or token["st"] != "wait":
                     return False  # another sender's signal took this wait first
@@ -136,7 +139,7 @@ class Operations:
                 handler.on_signal(cp, token_id, node_id, node, payload)
         except RunBusy:
             # another engine holds the run: if it took this wait meanwhile, we lost the race
-            if not self._store.query("find_bookmark", ["signal", name, key_text]):
+            if not writer.find_bookmark("signal", name, key_text):
                 return False
             raise
         return True
@@ -239,7 +242,7 @@ class Operations:
         refuse_unstorable(SignalError, f"deciding approval {node!r}", actor=actor, comment=comment)
 
         def decide(writer: Writer) -> None:
-            rows = self._store.query("find_bookmark", ["approval", node, run_id])
+            rows = writer.find_bookmark("approval", node, run_id)
             if not rows:
                 open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
                 raise SignalError(
@@ -269,20 +272,27 @@ class Operations:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
         return run
 
-    def _command(self, fn: Callable[[Writer], T], *, alone: bool = False) -> T:
+    def _command(
+        self,
+        fn: Callable[[Writer], T],
+        *,
+        alone: bool = False,
+        signal: tuple[str, str | None] | None = None,
+    ) -> T:
         """Run ``fn`` in the writer's next group commit; wait while another engine process
-        holds a run it needs (shared stores), outside the writer lock."""
+        holds a run it needs (shared stores), outside the writer lock. ``signal``: the (name,
+        key) whose wait ``fn`` looks up (one query finds those of every command in a round)."""
         deadline = time.monotonic() + _BUSY_WAIT
         while True:
             try:
-                return self._scheduler.submit(fn, alone=alone)
+                return self._scheduler.submit(fn, alone=alone, signal=signal)
             except RunBusy:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
 
     @contextmanager
-    def _holding(self, run_id: str) -> Iterator[RunState]:
+    def _holding(self, run_id: str, row: tuple[Any, ...] | None = None) -> Iterator[RunState]:
         """The run, held by this engine while a command changes it (under the writer lock).
 
         On a shared store the run is claimed first (``RunBusy`` while another engine holds it);
@@ -290,7 +300,7 @@ class Operations:
         """
         writer = self._writer
         had = run_id in writer.runs
-        run = writer.take(run_id)
+        run = writer.take(run_id, row)
         if run is None:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
         try:

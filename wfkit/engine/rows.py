@@ -49,6 +49,19 @@ class RunRows:
                 (self.run_id, token_id, node_id, kind, due),
             )
 
+    def absorb(self, later: RunRows) -> None:
+        """Fold in the rows of the same run's next checkpoint, as if both were one."""
+        self.events += later.events
+        self.update = later.update or self.update
+        self.clear_jobs = self.clear_jobs or later.clear_jobs
+        self.timers.update(later.timers)  # the later operation on a timer wins
+        self.marks.update(later.marks)
+        self.saga_add += later.saga_add
+        # an entry's later status wins: one update row per (run, position)
+        sets = {(row[2], row[3]): row for row in [*self.saga_set, *later.saga_set]}
+        self.saga_set = list(sets.values())
+        self.posted += later.posted
+
     def bookmark_ops(self, added: list[tuple[Any, ...]], deleted: list[str]) -> None:
         """Record the checkpoint's bookmark changes (an add after a delete of one key wins)."""
         for token_id in deleted:

@@ -41,6 +41,9 @@ _STOP = object()
 
 T = TypeVar("T")
 
+# signals in one round from which one joined query finds their waits and runs (fewer: a point
+# lookup each is faster)
+SIGNALS_TOGETHER = 4
 SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
 
 
@@ -54,11 +57,17 @@ class Command(Generic[T]):
     (it reads the store for rows the same batch could still be writing).
     """
 
-    __slots__ = ("_claim", "alone", "done", "error", "fn", "value")
+    __slots__ = ("_claim", "alone", "done", "error", "fn", "signal", "value")
 
-    def __init__(self, fn: Callable[[Writer], T], alone: bool = False) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Writer], T],
+        alone: bool = False,
+        signal: tuple[str, str | None] | None = None,
+    ) -> None:
         self.fn = fn
         self.alone = alone
+        self.signal = signal  # the (name, key) of the wait it looks up, if any
         self.done = threading.Event()
         self.value: Any = None
         self.error: BaseException | None = None
@@ -110,6 +119,7 @@ class Scheduler:
         self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
         self._waiting: deque[Command[Any]] = deque()  # callers' commands not yet run
+        writer.wake_hook = self.wake
         clock.subscribe(self.wake)
 
     # --- jobs -----------------------------------------------------------------------------------
@@ -222,6 +232,7 @@ class Scheduler:
             cp = writer.checkpoint(run)
             cp.set_token(token_id, started=token["att"])
             cp.dispatch.append(token_id)
+            writer.force = True  # the marker is durable before the attempt starts
             free -= 1
 
     def retry_blocked(self) -> None:
@@ -240,9 +251,15 @@ class Scheduler:
 
     # --- callers' writes ------------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[Writer], T], *, alone: bool = False) -> T:
+    def submit(
+        self,
+        fn: Callable[[Writer], T],
+        *,
+        alone: bool = False,
+        signal: tuple[str, str | None] | None = None,
+    ) -> T:
         """Run ``fn`` in the next group commit and return its value once it is durable."""
-        command: Command[T] = Command(fn, alone)
+        command: Command[T] = Command(fn, alone, signal)
         self._waiting.append(command)
         if self._threads and threading.current_thread() not in self._threads:
             self._results.put(_WAKE)  # the writer thread runs it in its next round
@@ -276,15 +293,26 @@ class Scheduler:
         learns its outcome once the commit is durable."""
         released = Released()
         pending: list[Command[Any]] = []
+        signals = [c.signal for c in commands if c.signal is not None and not c.alone]
+        try:
+            if len(signals) >= SIGNALS_TOGETHER:  # one query finds them all
+                self.writer.find_signal_waits(signals)
+        except StoreError as exc:
+            for command in commands:
+                command.error = exc
+                command.done.set()
+            return released
         for command in commands:
             if command.alone:
                 released.merge(self._commit_commands(pending))
                 pending = []
+                self.writer.signal_waits.clear()  # its commit may move those runs on
                 self._run_one(command)
                 released.merge(self._commit_commands([command]))
             else:
                 self._run_one(command)
                 pending.append(command)
+        self.writer.signal_waits.clear()
         released.merge(self._commit_commands(pending))
         return released
 
@@ -302,7 +330,7 @@ class Scheduler:
         """Commit the batch; the commands whose changes it holds learn whether it stuck."""
         failures = self.writer.failures
         try:
-            released = self._commit_with_retry()
+            released = self._commit_with_retry(force=bool(commands))
         except BaseException as exc:
             for command in commands:
                 command.error = exc
@@ -418,11 +446,11 @@ class Scheduler:
         self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in gone]
         log.info("runs given back (activities not registered here): %s", ", ".join(stuck))
 
-    def _commit_with_retry(self) -> Released:
+    def _commit_with_retry(self, force: bool = False) -> Released:
         delay = 0.05
         for attempt in range(6):
             try:
-                return self.writer.commit()
+                return self.writer.commit(force)
             except StoreError:
                 if attempt == 5:
                     raise
@@ -462,6 +490,11 @@ class Scheduler:
             if not jobs and self.claimed:
                 continue
             if not jobs and self._releasable():
+                continue
+            if not jobs and self.writer.staged:
+                with self.writer.lock:
+                    released = self._commit_with_retry(force=True)
+                self.release(released)
                 continue
             if not jobs and (due is None or due > now):
                 if deadline is None or due is None or self.clock.manual:
@@ -636,6 +669,9 @@ class Scheduler:
     def _sleep_for(self) -> float | None:
         """How long the writer thread may sleep: until the next timer (a manual clock wakes
         it when moved) or the ownership's own beat, whichever comes first."""
+        staged = self.writer.staged_for()
+        if staged is not None:
+            return staged  # staged checkpoints are written once their window is over
         due = self._next_due()
         beat = self.writer.owner.wake_every()
         until_due: float | None = None
@@ -652,7 +688,7 @@ class Scheduler:
         """True when nothing is queued, in flight, being processed or due."""
         due = self._next_due()
         with self._rounds:
-            busy = self._processing or self.inflight or self.ready
+            busy = self._processing or self.inflight or self.ready or self.writer.staged
             busy = busy or (self._handed > self._looked and bool(self._threads))
         return not busy and not self._releasable() and (due is None or due > self.clock.now())
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,10 @@ __all__ = ["Released", "Writer", "crash_error"]
 log = logging.getLogger("wfkit.engine")
 
 Command = Callable[["Writer"], None]
+
+# durability="batched": checkpoints of running runs wait at most this long before they are written
+# (their next steps start at once); a crash re-runs the steps of at most this window
+BATCH_WINDOW = 0.005
 
 RECENT_VIEWS = 256  # runs out of memory whose last committed state readers get without a query
 
@@ -95,6 +100,14 @@ class Writer:
         self.reload_flows: Callable[[], None] | None = None
         self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
         self.failures = 0  # transactions that failed (their changes were dropped from memory)
+        # "step": every checkpoint is durable before the steps it makes ready start; "batched":
+        # a running run's checkpoints are written every BATCH_WINDOW, its next steps start now
+        self.durability = "step"
+        self._staged: dict[str, Checkpoint] = {}
+        self._staged_rows: dict[str, RunRows] = {}
+        self._staged_at = 0.0
+        self.force = False  # the next commit must be durable (start markers of suspect steps)
+        self.wake_hook: Callable[[], None] | None = None  # the scheduler's wake (new timers)
         # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
         self.drain_timeout = timedelta(seconds=60)
         # ready steps of runs taken for a timer or a command, for the scheduler's next round
@@ -103,6 +116,33 @@ class Writer:
         # each run's state as its last commit left it (frozen copies; readers take no lock):
         # the runs in memory, and the last few that left it (one engine per database only)
         self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
+        # the open waits of the signals in this round's commands: (name, key) -> row or None
+        self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
+
+    def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
+        """Read the open waits of many signals at once (one query), for :meth:`signal_wait`."""
+        wanted = sorted(set(keys) - set(self.signal_waits), key=lambda k: (k[0], k[1] or ""))
+        if not wanted:
+            return
+        self.signal_waits.update(dict.fromkeys(wanted))
+        names = [name for name, _ in wanted]
+        found = self.store.query("find_signal_waits", [names, [key for _, key in wanted]])
+        for row in found:
+            self.signal_waits[(row[0], row[1])] = row[2:]
+
+    def signal_wait(self, name: str, key: str | None) -> tuple[Any, ...] | None:
+        """The oldest open wait for signal (name, key): run, token, node, then the run's summary
+        row when it was read with it (a round's signals are looked up together)."""
+        if (name, key) in self.signal_waits:
+            return self.signal_waits.pop((name, key))
+        rows = self.find_bookmark("signal", name, key)
+        return rows[0][:3] if rows else None
+
+    def find_bookmark(self, kind: str, name: str, key: str | None) -> list[tuple[Any, ...]]:
+        """The oldest open bookmark of (kind, name, key), as a list of at most one row."""
+        if key is None:
+            return self.store.query("find_bookmark_keyless", [kind, name])
+        return self.store.query("find_bookmark", [kind, name, key])
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -153,15 +193,17 @@ class Writer:
         self.flows[(flow.id, flow.version, flow.hash)] = flow
         return flow
 
-    def get_run(self, run_id: str) -> RunState | None:
-        """The run in memory, or loaded from its snapshot and later checkpoints; None if unknown."""
+    def get_run(self, run_id: str, row: tuple[Any, ...] | None = None) -> RunState | None:
+        """The run in memory, or loaded from its snapshot and later checkpoints (``row``: its
+        summary row, when the caller has read it already); None if unknown."""
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        rows = self.store.query("run_row", [run_id])
-        if not rows:
-            return None
-        row = rows[0]
+        if row is None:
+            rows = self.store.query("run_row", [run_id])
+            if not rows:
+                return None
+            row = rows[0]
         flow = self.flow(row[1], row[2], row[3])
         data = json.loads(row[6] or row[5])
         run = RunState.restore(run_id, flow, data, row[7], row[8])
@@ -176,8 +218,9 @@ class Writer:
                 run.replay(seq, delta, patch)
         return run
 
-    def take(self, run_id: str) -> RunState | None:
-        """The run, held in memory to be changed by this engine (claimed first when shared).
+    def take(self, run_id: str, row: tuple[Any, ...] | None = None) -> RunState | None:
+        """The run, held in memory to be changed by this engine (claimed first when shared);
+        ``row`` is its summary row when the caller has read it already.
 
         Raises :class:`~wfkit.engine.leases.RunBusy` when another engine process holds it.
         """
@@ -189,7 +232,9 @@ class Writer:
             if not self.store.query("run_row", [run_id]):
                 return None
             raise RunBusy(run_id)
-        run = self.get_run(run_id)
+        # a row read before the claim may be older on a shared store (another engine may have
+        # moved the run on meanwhile): read it again there
+        run = self.get_run(run_id, None if self.owner.shared else row)
         if run is not None:
             self.runs[run_id] = run
             self._abandon_orphans(run)
@@ -238,6 +283,12 @@ class Writer:
         if orphans:
             drains.abandon(self.checkpoint(run), orphans)
         return bool(orphans)
+
+    def _after_staged(self, released: Released) -> None:
+        """Writing staged checkpoints outside a scheduler round released only their timers
+        (their steps were dispatched when they were staged): wake the writer thread for them."""
+        if released.timers and self.wake_hook is not None:
+            self.wake_hook()
 
     def mark_closed(self, running: set[tuple[str, str]]) -> None:
         """The engine closes: flag the snapshots of the runs held here that have no attempt
@@ -330,6 +381,41 @@ class Writer:
     def pending(self) -> bool:
         """True when checkpoints wait in the batch for the next commit."""
         return bool(self._batch) or bool(self._stale_timers)
+
+    @property
+    def staged(self) -> bool:
+        """True when checkpoints of running runs wait to be written (durability="batched")."""
+        return bool(self._staged_rows)
+
+    def staged_for(self) -> float | None:
+        """Seconds until the staged checkpoints are due to be written; None when none wait."""
+        if not self._staged_rows:
+            return None
+        return max(self._staged_at + BATCH_WINDOW - time.monotonic(), 0.0)
+
+    def write_staged(self) -> Released | None:
+        """Write the staged checkpoints now (call under the lock)."""
+        if not self._staged_rows and not self._batch:
+            return None
+        return self.commit(force=True)
+
+    def _stageable(self, cp: Checkpoint, rows: RunRows, new_runs: dict[str, Any]) -> bool:
+        """A checkpoint that may wait for the next write while its next steps run: a running
+        run that stays in memory and changes nothing another run or caller could see (no new
+        run, wait, summary, cancel, taken signal or saga status)."""
+        run = cp.run
+        return (
+            run.run_id not in new_runs
+            and cp.start_status == RunStatus.RUNNING.value
+            and run.status == RunStatus.RUNNING.value
+            and rows.update is None
+            and not rows.clear_jobs
+            and not rows.marks
+            and not rows.posted
+            and not rows.saga_set
+            and not cp.cancel
+            and any(t["st"] in IN_FLIGHT for t in run.tokens.values())
+        )
 
     def recover(self) -> list[tuple[RunState, str]]:
         """Load every live run after a restart; return the steps to dispatch again."""
@@ -447,16 +533,21 @@ class Writer:
         cp = self.checkpoint(run)
         self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
 
-    def commit(self) -> Released:
+    def commit(self, force: bool = False) -> Released:
         """Write the batch in one transaction; then release what it made ready.
 
         On a shared database a run of the batch may have changed hands (this process stalled
         longer than its lease and another engine took the run over): the transaction is then
         written again without the runs lost, which leave memory, so the other runs' steps are
         not run twice.
+
+        With ``durability="batched"`` a batch of running runs' checkpoints is staged instead
+        (released at once, written with the next commit, at most BATCH_WINDOW later), unless
+        ``force`` (a caller waits for its outcome).
         """
         batch, self._batch = self._batch, {}
         new_runs, self._new_runs = self._new_runs, {}
+        force, self.force = force or self.force, False
         for cp in batch.values():
             cp.settle_status()
         parts: dict[str, RunRows] = {}
@@ -466,6 +557,29 @@ class Writer:
                 parts[run_id] = self._rows(cp, new_runs)
             except Exception as exc:  # a value in its state that cannot be written
                 unwritable[run_id] = f"{type(exc).__name__}: {exc}"
+        if (
+            self.durability == "batched"
+            and not force
+            and not unwritable
+            and not self._stale_timers
+            and all(self._stageable(cp, parts[r], new_runs) for r, cp in batch.items())
+            and (not self._staged_rows or time.monotonic() < self._staged_at + BATCH_WINDOW)
+        ):
+            if not self._staged_rows:
+                self._staged_at = time.monotonic()
+            self._stage(batch, parts)
+            return self._release(list(batch.values()))
+        released_now = list(batch.values())
+        if self._staged_rows:  # written first, in this transaction
+            staged, self._staged = self._staged, {}
+            rows, self._staged_rows = self._staged_rows, {}
+            for run_id, later in parts.items():
+                if run_id in rows:
+                    rows[run_id].absorb(later)
+                else:
+                    rows[run_id] = later
+            parts = rows
+            batch = {**staged, **batch}
         stale, self._stale_timers = self._stale_timers, []
         try:
             try:
@@ -489,7 +603,15 @@ class Writer:
                 raise exc
         self._fail_unwritable(unwritable, batch, new_runs)
         self.commits += 1
-        return self._release([cp for r, cp in batch.items() if r in parts], new_runs)
+        return self._release([cp for cp in released_now if cp.run.run_id in parts], new_runs)
+
+    def _stage(self, batch: dict[str, Checkpoint], parts: dict[str, RunRows]) -> None:
+        for run_id, rows in parts.items():
+            if run_id in self._staged_rows:
+                self._staged_rows[run_id].absorb(rows)
+            else:
+                self._staged_rows[run_id] = rows
+        self._staged.update(batch)
 
     def _isolate(
         self,
@@ -712,8 +834,11 @@ class Writer:
         return released
 
     def flush_summaries(self) -> None:
-        """Write the summary rows of running runs whose checkpoints moved them on."""
+        """Write the summary rows of running runs whose checkpoints moved them on (and the
+        checkpoints staged by durability="batched" first)."""
         with self.lock:
+            if self._staged_rows and not self._batch:
+                self._after_staged(self.commit(force=True))
             runs = [self.runs[r] for r in self.dirty if r in self.runs]
             self.dirty.clear()
             now = self.now()

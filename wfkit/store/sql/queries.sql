@@ -91,9 +91,29 @@ DELETE FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NOT DISTINCT FRO
 RETURNING run_id, token, node_id, kind, name, key, since, deadline, detail;
 
 -- name: find_bookmark
+-- (kind, name, key) with a key: `=` lets the lookup index serve it (IS NOT DISTINCT FROM does not)
 SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
-FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NOT DISTINCT FROM ?
+FROM wf_bookmarks WHERE kind = ? AND name = ? AND key = ?
 ORDER BY since LIMIT 1;
+
+-- name: find_bookmark_keyless
+SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
+FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NULL
+ORDER BY since LIMIT 1;
+
+-- name: find_signal_waits
+-- the oldest open wait for each (name, key) asked, with its run's summary row (the columns of
+-- run_row), so that delivering signals reads the store once per group commit
+SELECT DISTINCT ON (b.name, b.key)
+       b.name, b.key, b.run_id, b.token, b.node_id,
+       i.run_id, i.workflow_id, i.version, i.hash, i.status, i.input, i.data, i.state, i.seq,
+       i.error, i.created_at, i.updated_at, i.ended_at, i.parent_run_id, i.actor
+FROM wf_bookmarks b
+JOIN (SELECT unnest(?::VARCHAR[]) AS name, unnest(?::VARCHAR[]) AS key) w
+  ON b.name = w.name AND b.key IS NOT DISTINCT FROM w.key
+JOIN wf_instances i ON i.run_id = b.run_id
+WHERE b.kind = 'signal'
+ORDER BY b.name, b.key, b.since;
 
 -- name: run_bookmarks
 SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
