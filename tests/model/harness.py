@@ -132,12 +132,14 @@ def _differences(
     return diffs
 
 
-def check(case: Case, target: Any, stats: Counter[str] | None = None) -> list[str]:
+def check(
+    case: Case, target: Any, stats: Counter[str] | None = None, durability: str = "step"
+) -> list[str]:
     """Run ``case`` on an engine over ``target`` (path or URL) and on the model; diff them."""
     calls: list[Call] = []
     clock = wf.ManualClock(START)
     registry = registry_for(case, calls)
-    engine = wf.Engine(target, clock=clock, registry=registry)
+    engine = wf.Engine(target, clock=clock, registry=registry, durability=durability)
     try:
         engine.register(case.workflow)
         run = engine.start(case.workflow.id, case.data)
@@ -193,7 +195,7 @@ def _apply(
         model.advance_clock(event[1])
     elif kind == "restart":
         engine.close()
-        engine = wf.Engine(target, clock=clock, registry=registry)
+        engine = wf.Engine(target, clock=clock, registry=registry, durability=engine.durability)
     elif kind in ("signal", "approve"):
         want = "wait" if kind == "signal" else "approval"
         open_ = [n for _, n in model.open_waits() if model.nodes[n].kind == want]

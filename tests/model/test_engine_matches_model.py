@@ -47,3 +47,21 @@ def test_engine_matches_model(fresh: Callable[[], Any]) -> None:
         assert not diffs, case.describe() + "\n" + "\n".join(diffs)
 
     matches()
+
+
+@pytest.fixture
+def fresh_duckdb() -> Iterator[Callable[[], Any]]:
+    with database("duckdb") as make:
+        yield make
+
+
+def test_batched_durability_matches_model(fresh_duckdb: Callable[[], Any]) -> None:
+    """durability="batched" changes when checkpoints are written, never what a run does."""
+
+    @settings(settings.get_profile("model"), max_examples=max(EXAMPLES // 3, 10))
+    @given(cases())
+    def matches(case: Case) -> None:
+        diffs = check(case, fresh_duckdb(), durability="batched")
+        assert not diffs, case.describe() + "\n" + "\n".join(diffs)
+
+    matches()

@@ -375,9 +375,7 @@ class Operations:
                     detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
                 )
                 cp.spawn(flow.start, [])
-                writer.checkpoint(old, actor).event(
-                    "run.restarted", detail={"new_run": new.run_id}
-                )
+                writer.checkpoint(old, actor).event("run.restarted", detail={"new_run": new.run_id})
                 return new.run_id
 
         new_id = self._command(restart)

@@ -45,6 +45,7 @@ T = TypeVar("T")
 # lookup each is faster)
 SIGNALS_TOGETHER = 4
 SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
+COMMIT_DELAY = 0.001  # longest wait for more callers' commands before a round commits
 
 
 class Command(Generic[T]):
@@ -119,6 +120,7 @@ class Scheduler:
         self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
         self._waiting: deque[Command[Any]] = deque()  # callers' commands not yet run
+        self._last_callers = 0  # commands the writer thread's last round carried
         writer.wake_hook = self.wake
         clock.subscribe(self.wake)
 
@@ -378,6 +380,7 @@ class Scheduler:
                 writer.fire_timer(due, run_id, token_id, kind)
             self._mark_suspects()
             commands = self._take_commands()
+            self._last_callers = len(commands)
             try:
                 released = self._run_commands(commands)
             finally:
@@ -647,6 +650,7 @@ class Scheduler:
                     items.append(self._results.get_nowait())
                 except queue.Empty:
                     break
+            self._gather_callers()
             stop = any(i is _STOP for i in items)
             results = [i for i in items if isinstance(i, AttemptResult)]
             try:
@@ -662,6 +666,18 @@ class Scheduler:
                 self.changed.notify_all()
             if stop:
                 return
+
+    def _gather_callers(self) -> None:
+        """Group commit across callers: when the last round carried commands from several
+        callers and fewer are queued now, wait up to COMMIT_DELAY for the others (they are
+        between their last answer and their next command) so that one transaction carries
+        them all, rather than alternating a round of one and a round of the rest."""
+        waiting = len(self._waiting)
+        if not waiting or waiting >= self._last_callers:
+            return
+        deadline = time.monotonic() + COMMIT_DELAY
+        while len(self._waiting) < self._last_callers and time.monotonic() < deadline:
+            time.sleep(0.0001)
 
     def _next_due(self) -> datetime | None:
         return self.writer.owner.next_due()
