@@ -134,9 +134,19 @@ class Writer:
         """The oldest open wait for signal (name, key): run, token, node, then the run's summary
         row when it was read with it (a round's signals are looked up together)."""
         if (name, key) in self.signal_waits:
-            return self.signal_waits.pop((name, key))
-        rows = self.find_bookmark("signal", name, key)
-        return rows[0][:3] if rows else None
+            found = self.signal_waits.pop((name, key))
+            if found is not None:
+                return found
+        else:
+            rows = self.find_bookmark("signal", name, key)
+            if rows:
+                return rows[0][:3]
+        # a wait opened in this round (its checkpoint is not written yet) takes it too
+        for cp in self._batch.values():
+            for token_id, node_id, kind, b_name, b_key, *_ in cp.bookmarks_add:
+                if kind == "signal" and b_name == name and b_key == key:
+                    return (cp.run.run_id, token_id, node_id)
+        return None
 
     def find_bookmark(self, kind: str, name: str, key: str | None) -> list[tuple[Any, ...]]:
         """The oldest open bookmark of (kind, name, key), as a list of at most one row."""
@@ -227,6 +237,8 @@ class Writer:
         run = self.runs.get(run_id)
         if run is not None:
             return run
+        if run_id in self._batch:  # a run this round made or took (not written yet)
+            return self._batch[run_id].run
         claimed = self.owner.claim(run_id)
         if claimed is None:
             if not self.store.query("run_row", [run_id]):
