@@ -7,6 +7,7 @@ what every caller got and what the store holds.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -165,3 +166,55 @@ def test_many_signals_in_one_round_each_get_their_own_answer(
         assert run.status == wf.RunStatus.COMPLETED
         received = [e for e in run.history() if e.kind == "signal.received"]
         assert len(received) == 1 and received[0].output == {"n": i}, received
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_start_async_awaits_the_durable_commit(
+    engine: wf.Engine, acts: Activities, workers: int
+) -> None:
+    """asyncio callers (the HTTP API) await their start without holding a thread; a refused
+    start raises in the caller and writes nothing."""
+    acts.add("gc.step")
+    engine.register(wf.Workflow("gc.async", 1, data=Order).start_with("gc.step"))
+    if workers:
+        engine.start_workers(workers)
+
+    async def main() -> list[Any]:
+        calls = [engine.start_async("gc.async", {"key": f"k{i}", "amount": i}) for i in range(20)]
+        calls.append(engine.start_async("gc.async", {"key": "bad", "amount": -1}))
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    answers = asyncio.run(main())
+    assert all(isinstance(a, wf.Run) for a in answers[:20])
+    assert isinstance(answers[20], wf.AdmissionError)
+    engine.run_until_idle()
+    assert len({a.id for a in answers[:20]}) == 20
+    assert all(a.status == wf.RunStatus.COMPLETED for a in answers[:20])
+    count = engine.sql("SELECT count(*) FROM wf_instances").fetchall()[0][0]
+    assert count == 20
+
+
+def test_commands_queued_when_the_workers_stop_still_run(
+    engine: wf.Engine, acts: Activities
+) -> None:
+    acts.add("gc.step")
+    engine.register(wf.Workflow("gc.stop", 1).start_with("gc.step"))
+    engine.start_workers(2)
+    started: list[wf.Run] = []
+    go = threading.Barrier(5)
+
+    def call() -> None:
+        go.wait()
+        for _ in range(10):
+            started.append(engine.start("gc.stop", {}))
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    go.wait()
+    engine.stop()
+    for thread in threads:
+        thread.join(30)
+    assert len(started) == 40
+    engine.run_until_idle()
+    assert all(run.status == wf.RunStatus.COMPLETED for run in started)

@@ -131,11 +131,12 @@ class TokenMiddleware:
         await response(scope, receive, send)
 
 
-def require_token(
+async def require_token(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
-    """Route dependency: documents the scheme in OpenAPI, and checks again behind the middleware."""
+    """Route dependency: documents the scheme in OpenAPI, and checks again behind the middleware
+    (async: it only compares a header, so it needs no thread of the pool)."""
     header = request.headers.get("authorization")
     if not token_matches(header, request.app.state.token):
         detail, headers = _challenge(header)

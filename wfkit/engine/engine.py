@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -311,6 +311,31 @@ class Engine(Operations):
         actor: str | None = None,
     ) -> list[Run]:
         """Admit many runs of one workflow in one transaction (all or none)."""
+        admit = self._admission(workflow_id, documents, version, actor)
+        ids = self._scheduler.submit(admit)
+        self._scheduler.wake()  # on a shared store the new runs wait to be claimed
+        return [Run(self, run_id) for run_id in ids]
+
+    async def start_async(
+        self,
+        workflow_id: str,
+        data: Any = None,
+        *,
+        version: int | None = None,
+        actor: str | None = None,
+    ) -> Run:
+        """:meth:`start` for asyncio code: awaits the durable commit without blocking the loop
+        (nor holding a thread while workers run)."""
+        admit = self._admission(workflow_id, [data], version, actor)
+        ids = await self._scheduler.submit_async(admit)
+        self._scheduler.wake()
+        return Run(self, ids[0])
+
+    def _admission(
+        self, workflow_id: str, documents: Iterable[Any], version: int | None, actor: str | None
+    ) -> Callable[[Writer], list[str]]:
+        """Check documents before anything is queued (AdmissionError writes nothing); return
+        the command that adds the runs to the writer's batch."""
         flow = self._resolve(workflow_id, version)
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
         docs = [self._admit(flow, d) for d in documents]
@@ -327,9 +352,7 @@ class Engine(Operations):
                 ids.append(run.run_id)
             return ids
 
-        ids = self._scheduler.submit(admit)
-        self._scheduler.wake()  # on a shared store the new runs wait to be claimed
-        return [Run(self, run_id) for run_id in ids]
+        return admit
 
     def _admit(self, flow: CompiledFlow, data: Any) -> dict[str, Any]:
         model = flow.data_model

@@ -13,6 +13,7 @@ commits for everyone queued behind it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -58,7 +59,7 @@ class Command(Generic[T]):
     (it reads the store for rows the same batch could still be writing).
     """
 
-    __slots__ = ("_claim", "alone", "done", "error", "fn", "signal", "value")
+    __slots__ = ("_claim", "alone", "done", "error", "fn", "notify", "signal", "value")
 
     def __init__(
         self,
@@ -69,10 +70,19 @@ class Command(Generic[T]):
         self.fn = fn
         self.alone = alone
         self.signal = signal  # the (name, key) of the wait it looks up, if any
+        self.notify: Callable[[], None] | None = None  # called once when it is done
         self.done = threading.Event()
         self.value: Any = None
         self.error: BaseException | None = None
         self._claim = threading.Lock()
+
+    def finish(self) -> None:
+        """Mark it done (its value or error is set) and tell an asyncio caller."""
+        if self.done.is_set():
+            return
+        self.done.set()
+        if self.notify is not None:
+            self.notify()
 
     def claim(self) -> bool:
         """True for the one thread that runs this command."""
@@ -278,6 +288,45 @@ class Scheduler:
         self._finish(commands, released)
         return command.outcome()
 
+    async def submit_async(
+        self,
+        fn: Callable[[Writer], T],
+        *,
+        alone: bool = False,
+        signal: tuple[str, str | None] | None = None,
+    ) -> T:
+        """:meth:`submit` for an asyncio caller: awaits the writer thread's round without
+        holding a thread (without workers, the blocking path runs on a thread)."""
+        if not self._threads:
+            return await asyncio.to_thread(self.submit, fn, alone=alone, signal=signal)
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        def notify() -> None:
+            loop.call_soon_threadsafe(wake)
+
+        command: Command[T] = Command(fn, alone, signal)
+        command.notify = notify
+        self._waiting.append(command)
+        self._results.put(_WAKE)
+        if not self._threads:  # stopped meanwhile: whoever stops runs what is queued
+            self._run_left()
+        await ready
+        return command.outcome()
+
+    def _run_left(self) -> None:
+        """Run the commands still queued (the writer thread has stopped)."""
+        with self.writer.lock:
+            commands = self._take_commands()
+            if not commands:
+                return
+            released = self._run_commands(commands)
+        self._finish(commands, released)
+
     def _take_commands(self) -> list[Command[Any]]:
         """The commands queued so far that no other thread has taken."""
         taken: list[Command[Any]] = []
@@ -302,7 +351,7 @@ class Scheduler:
         except StoreError as exc:
             for command in commands:
                 command.error = exc
-                command.done.set()
+                command.finish()
             return released
         for command in commands:
             if command.alone:
@@ -326,7 +375,7 @@ class Scheduler:
         except BaseException as exc:  # the caller gets it; its new runs are not written
             command.error = exc
             writer.forget_new(set(writer.batch_runs()) - before)
-            command.done.set()
+            command.finish()
 
     def _commit_commands(self, commands: list[Command[Any]]) -> Released:
         """Commit the batch; the commands whose changes it holds learn whether it stuck."""
@@ -336,7 +385,7 @@ class Scheduler:
         except BaseException as exc:
             for command in commands:
                 command.error = exc
-                command.done.set()
+                command.finish()
             raise
         if self.writer.failures != failures:  # a failed try dropped their changes
             for command in commands:
@@ -344,15 +393,15 @@ class Scheduler:
                     "the store refused the transaction holding this change, so it was not "
                     "made; nothing changed: try again"
                 )
-                command.done.set()
+                command.finish()
         for command in commands:
-            command.done.set()
+            command.finish()
         return released
 
     def _finish(self, commands: list[Command[Any]], released: Released) -> None:
         self.release(released)
         for command in commands:
-            command.done.set()
+            command.finish()
 
     # --- one round ------------------------------------------------------------------------------
 
@@ -385,7 +434,7 @@ class Scheduler:
                 released = self._run_commands(commands)
             finally:
                 for command in commands:
-                    command.done.set()  # the failure, if any, is theirs too
+                    command.finish()  # the failure, if any, is theirs too
             claimed = self._claim_round()
         self._finish(commands, released)
         for run, token_id in claimed:
@@ -560,6 +609,7 @@ class Scheduler:
             t.join(timeout)
         self._threads = []
         self._workers = 0
+        self._run_left()  # commands queued for the writer thread after its last round
         self._unqueue()
         if self._unlisten is not None:
             self._unlisten()
