@@ -46,7 +46,7 @@ Command = Callable[["Writer"], None]
 # (their next steps start at once); a crash re-runs the steps of at most this window
 BATCH_WINDOW = 0.005
 
-RECENT_VIEWS = 256  # runs out of memory whose last committed state readers get without a query
+RECENT_VIEWS = 256  # ended runs whose last committed state readers get without a query
 
 
 @dataclass
@@ -169,7 +169,9 @@ class Writer:
     def _publish(self, run: RunState, in_memory: bool) -> None:
         """Publish the run's state after a commit that changed it."""
         views = self.views
-        if not in_memory and self.owner.shared:
+        if not in_memory and (self.owner.shared or not RunStatus(run.status).terminal):
+            # parked: its row answers (a parked run costs its rows and no memory); on a shared
+            # store another engine may move it on
             views.pop(run.run_id, None)
             return
         views[run.run_id] = (run, run.freeze())
