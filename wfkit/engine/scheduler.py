@@ -718,12 +718,11 @@ class Scheduler:
                 return
 
     def _gather_callers(self) -> None:
-        """Group commit across callers: when the last round carried commands from several
-        callers and fewer are queued now, wait up to COMMIT_DELAY for the others (they are
-        between their last answer and their next command) so that one transaction carries
-        them all, rather than alternating a round of one and a round of the rest."""
-        waiting = len(self._waiting)
-        if not waiting or waiting >= self._last_callers:
+        """Group commit across callers: when the last round carried callers' commands and
+        fewer are queued now, wait up to COMMIT_DELAY for the others (they are between their
+        last answer and their next command) so that one transaction carries them all with the
+        attempt results at hand, rather than a round of results, then one of commands."""
+        if len(self._waiting) >= self._last_callers:  # all there (or no callers lately)
             return
         deadline = time.monotonic() + COMMIT_DELAY
         while len(self._waiting) < self._last_callers and time.monotonic() < deadline:
