@@ -251,6 +251,7 @@ class Writer:
         run = self.get_run(run_id, None if self.owner.shared else row)
         if run is not None:
             self.runs[run_id] = run
+            self._publish(run, True)  # as the store holds it: readers need not query
             self._abandon_orphans(run)
             # its ready steps are dispatched by the scheduler's next round
             steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
@@ -278,6 +279,7 @@ class Writer:
             if run is None:
                 continue
             self.runs[run_id] = run
+            self._publish(run, True)
             self._abandon_orphans(run)
             steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
             if orphaned:
@@ -462,6 +464,7 @@ class Writer:
             steps = [t for t, tok in run.tokens.items() if tok["st"] in ("ready", "running")]
             if steps and run.status not in (RunStatus.SUSPENDED.value,):
                 self.runs[run.run_id] = run
+                self._publish(run, True)
                 ready += [(run, t) for t in steps]
         return ready
 
