@@ -94,7 +94,11 @@ def run_worker(
     if lease_for.total_seconds() <= 0:
         raise UsageError(f"--lease must be longer than zero, got {lease!r}")
 
-    from wfkit.api.server import _workflows, load_modules  # how `wfkit serve` imports modules
+    from wfkit.api.server import (  # how `wfkit serve` imports modules and tunes the process
+        _workflows,
+        load_modules,
+        tune_gc,
+    )
 
     echo = echo or _print
     loaded = load_modules(modules)
@@ -107,6 +111,7 @@ def run_worker(
             owner = _owner(engine)
             flows = ", ".join(f"{w} v{max(v)}" for w, v in engine.workflows().items()) or "none"
             engine.start_workers(threads)
+            tune_gc()
             echo(
                 f"wfkit worker {owner} started on {safe_url(db)}: {threads} threads, "
                 f"lease {lease}; workflows: {flows}"

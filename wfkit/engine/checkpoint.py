@@ -99,7 +99,11 @@ class Checkpoint:
     saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
     strict_conflict: str | None = None
-    take_posted: Callable[[str, str | None], tuple[dict[str, Any], str | None] | None] | None = None
+    # the writer's reader of posted signals, handed this checkpoint (a bound partial of the
+    # checkpoint would make every checkpoint a reference cycle, left to the garbage collector)
+    posted_source: (
+        Callable[[Checkpoint, str, str | None], tuple[dict[str, Any], str | None] | None] | None
+    ) = None
     binder: Callable[[str], Callable[..., Any]] | None = None
     # whether a token's step has an attempt queued or running (set by the writer)
     in_flight: Callable[[str], bool] | None = None
@@ -157,6 +161,12 @@ class Checkpoint:
                 return
         self.run.put("tokens", token_id, token)
         self.handlers[node.kind.value].enter(self, token_id, token, node_id, node)
+
+    def take_posted(self, name: str, key: str | None) -> tuple[dict[str, Any], str | None] | None:
+        """The oldest kept signal for (name, key) and its sender, taken in this checkpoint."""
+        if self.posted_source is None:
+            return None
+        return self.posted_source(self, name, key)
 
     def set_token(self, token_id: str, **changes: Any) -> Token:
         """Change fields of a token (recorded); returns the new token."""

@@ -17,7 +17,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
@@ -475,7 +474,7 @@ class Writer:
         cp = self._batch.get(run.run_id)
         if cp is None:
             cp = Checkpoint(run, self.now(), self.handlers, RULES, actor)
-            cp.take_posted = partial(self._take_posted, cp)
+            cp.posted_source = self._take_posted
             cp.binder = self.binder
             cp.in_flight = lambda token_id, run_id=run.run_id: (run_id, token_id) in self.inflight
             cp.drain_timeout = self.drain_timeout

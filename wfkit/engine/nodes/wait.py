@@ -85,7 +85,7 @@ class Wait(NodeHandler):
                     f"that cannot be stored: {problem}",
                 )
                 return
-        posted = cp.take_posted(config.signal, key) if cp.take_posted else None
+        posted = cp.take_posted(config.signal, key)
         while posted is not None:  # the signal came first and was kept for this wait
             raw, sender = posted
             try:
@@ -103,7 +103,7 @@ class Wait(NodeHandler):
                 cp.set_token(token_id, st="wait")
                 self.on_signal(cp, token_id, node_id, node, payload, actor=sender)
                 return
-            posted = cp.take_posted(config.signal, key) if cp.take_posted else None
+            posted = cp.take_posted(config.signal, key)
         park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
