@@ -341,6 +341,18 @@ def hold(ctx: wf.ActivityContext[dict]) -> None:
     _GATE.wait(60)
 
 
+def _race(threads: list[threading.Thread], barrier: threading.Barrier) -> tuple[float, float]:
+    """Start ``threads`` (each waits on ``barrier`` first), release them together, wait for
+    them all: (the moment they were released, the seconds until the last one ended)."""
+    for th in threads:
+        th.start()
+    barrier.wait()
+    t = time.perf_counter()
+    for th in threads:
+        th.join()
+    return t, time.perf_counter() - t
+
+
 def s_starts(target: str, callers: int, runs: int = 1000, label: str = "") -> dict[str, object]:
     """``callers`` threads calling ``engine.start()`` once per run while 4 workers run."""
     eng = wf.Engine(target)
@@ -359,14 +371,7 @@ def s_starts(target: str, callers: int, runs: int = 1000, label: str = "") -> di
             mine.append((time.perf_counter() - s) * 1000)
         latencies.extend(mine)
 
-    threads = [threading.Thread(target=call) for _ in range(callers)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    t = time.perf_counter()
-    for th in threads:
-        th.join()
-    started = time.perf_counter() - t
+    t, started = _race([threading.Thread(target=call) for _ in range(callers)], barrier)
     eng.run_until_idle()
     ended = time.perf_counter() - t
     done = eng.sql("SELECT count(*) FROM wf_instances WHERE status = 'completed'").fetchall()[0][0]
@@ -412,14 +417,7 @@ def s_signals(target: str, runs: int = 1000, one: int = 300, label: str = "") ->
             if not eng.signal("go", f"b{i}"):
                 lost.append(f"b{i}")
 
-    threads = [threading.Thread(target=send, args=(p,)) for p in range(callers)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    t = time.perf_counter()
-    for th in threads:
-        th.join()
-    sent = time.perf_counter() - t
+    _, sent = _race([threading.Thread(target=send, args=(p,)) for p in range(callers)], barrier)
     eng.run_until_idle()
     done = sum(1 for h in handles.values() if h.status == wf.RunStatus.COMPLETED)
     eng.close()
