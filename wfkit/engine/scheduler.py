@@ -42,9 +42,9 @@ _STOP = object()
 
 T = TypeVar("T")
 
-# signals in one round from which one joined query finds their waits and runs (fewer: a point
-# lookup each is faster)
-SIGNALS_TOGETHER = 4
+# signals in one round from which two queries find all their waits and runs (one: a point
+# lookup of each is faster; measured here 1.4 ms for one, 1.75 ms for eight together)
+SIGNALS_TOGETHER = 2
 SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
 COMMIT_DELAY = 0.001  # longest wait for more callers' commands before a round commits
 

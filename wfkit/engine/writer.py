@@ -119,15 +119,24 @@ class Writer:
         self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
 
     def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
-        """Read the open waits of many signals at once (one query), for :meth:`signal_wait`."""
-        wanted = sorted(set(keys) - set(self.signal_waits), key=lambda k: (k[0], k[1] or ""))
+        """Read the open waits of many signals at once, with their runs' summary rows (two
+        queries per signal name, not two per signal), for :meth:`signal_wait`."""
+        wanted = {k for k in keys if k[1] is not None and k not in self.signal_waits}
         if not wanted:
             return
         self.signal_waits.update(dict.fromkeys(wanted))
-        names = [name for name, _ in wanted]
-        found = self.store.query("find_signal_waits", [names, [key for _, key in wanted]])
-        for row in found:
-            self.signal_waits[(row[0], row[1])] = row[2:]
+        found: dict[tuple[str, str | None], tuple[Any, ...]] = {}
+        for name in sorted({name for name, _ in wanted}):
+            names_keys = sorted(key for n, key in wanted if n == name and key is not None)
+            for key, run_id, token_id, node_id in self.store.query(
+                "find_signal_waits", [name, names_keys]
+            ):
+                found.setdefault((name, key), (run_id, token_id, node_id))  # the oldest
+        run_ids = sorted({wait[0] for wait in found.values()})
+        rows = {row[0]: row for row in self.store.query("run_rows", [run_ids])} if run_ids else {}
+        for key, wait in found.items():
+            row = rows.get(wait[0])
+            self.signal_waits[key] = (*wait, *row) if row is not None else wait
 
     def signal_wait(self, name: str, key: str | None) -> tuple[Any, ...] | None:
         """The oldest open wait for signal (name, key): run, token, node, then the run's summary

@@ -102,18 +102,17 @@ FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NULL
 ORDER BY since LIMIT 1;
 
 -- name: find_signal_waits
--- the oldest open wait for each (name, key) asked, with its run's summary row (the columns of
--- run_row), so that delivering signals reads the store once per group commit
-SELECT DISTINCT ON (b.name, b.key)
-       b.name, b.key, b.run_id, b.token, b.node_id,
-       i.run_id, i.workflow_id, i.version, i.hash, i.status, i.input, i.data, i.state, i.seq,
-       i.error, i.created_at, i.updated_at, i.ended_at, i.parent_run_id, i.actor
-FROM wf_bookmarks b
-JOIN (SELECT unnest(?::VARCHAR[]) AS name, unnest(?::VARCHAR[]) AS key) w
-  ON b.name = w.name AND b.key IS NOT DISTINCT FROM w.key
-JOIN wf_instances i ON i.run_id = b.run_id
-WHERE b.kind = 'signal'
-ORDER BY b.name, b.key, b.since;
+-- the open waits for one signal name and any of a list of keys (a round's signals together)
+SELECT key, run_id, token, node_id
+FROM wf_bookmarks
+WHERE kind = 'signal' AND name = ? AND key IN (SELECT unnest(?::VARCHAR[]))
+ORDER BY since;
+
+-- name: run_rows
+-- the summary rows of many runs (the columns of run_row)
+SELECT run_id, workflow_id, version, hash, status, input, data, state, seq, error,
+       created_at, updated_at, ended_at, parent_run_id, actor
+FROM wf_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
 
 -- name: run_bookmarks
 SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
