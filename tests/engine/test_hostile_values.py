@@ -10,11 +10,13 @@ own, and the runs that shared its batch go on.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -256,26 +258,39 @@ def test_expressions_whose_value_cannot_be_stored_fail_their_step(engine, acts) 
     assert acts.count("each") == 0 and acts.count("after") == 0
 
 
+@contextlib.contextmanager
+def _poisoned_rows(engine: wf.Engine, error_of: Callable[[Any], str | None]) -> Iterator[None]:
+    """While inside, a checkpoint for which ``error_of(cp)`` gives a text carries it as its first
+    event's error (text the store refuses), the way a value the checks missed would."""
+    writer = engine._writer
+    original = writer._rows
+
+    def rows(cp: Any, new_runs: Any) -> Any:
+        error = error_of(cp)
+        if error is not None:
+            cp.events[0].error = error
+        return original(cp, new_runs)
+
+    writer._rows = rows  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        writer._rows = original  # type: ignore[method-assign]
+
+
 def test_a_run_whose_checkpoint_the_store_refuses_fails_alone(engine, acts) -> None:
     """A value the policy does not know, refused by the store itself, in one run of a batch:
     that run fails as it last stood, with the store's reason; the others are written."""
     acts.noop("a", "b")
     engine.register(wf.Workflow("w").start_with("a").then("b"))
     runs = engine.start_many("w", [{"i": i} for i in range(4)])
-    writer = engine._writer
     poison = runs[2].id
-    original = writer._rows
 
-    def rows(cp: Any, new_runs: Any) -> Any:
-        if cp.run.run_id == poison and cp.events:  # an event text no store can encode
-            cp.events[0].error = "poison \ud800"
-        return original(cp, new_runs)
+    def poisoned(cp: Any) -> str | None:  # an event text no store can encode
+        return "poison \ud800" if cp.run.run_id == poison and cp.events else None
 
-    writer._rows = rows  # type: ignore[method-assign]
-    try:
+    with _poisoned_rows(engine, poisoned):
         engine.run_until_idle()
-    finally:
-        writer._rows = original  # type: ignore[method-assign]
 
     for run in runs:
         run = engine.run(run.id)
@@ -323,19 +338,13 @@ def test_a_lone_run_whose_checkpoint_the_store_refuses_fails_instead_of_looping(
     acts.noop("a", "b")
     engine.register(wf.Workflow("w").start_with("a").then("b"))
     run = engine.start("w", {})
-    writer = engine._writer
-    original = writer._rows
 
-    def rows(cp: Any, new_runs: Any) -> Any:
-        if cp.events and cp.events[0].kind == "step.completed":
-            cp.events[0].error = "poison \x00 \ud800"  # no store can take this text
-        return original(cp, new_runs)
+    def poisoned(cp: Any) -> str | None:  # no store can take this text
+        completed = cp.events and cp.events[0].kind == "step.completed"
+        return "poison \x00 \ud800" if completed else None
 
-    writer._rows = rows  # type: ignore[method-assign]
-    try:
+    with _poisoned_rows(engine, poisoned):
         engine.run_until_idle()
-    finally:
-        writer._rows = original  # type: ignore[method-assign]
 
     run = engine.run(run.id)
     assert run.status == wf.RunStatus.FAILED

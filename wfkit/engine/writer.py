@@ -39,8 +39,6 @@ __all__ = ["Released", "Writer", "crash_error"]
 
 log = logging.getLogger("wfkit.engine")
 
-Command = Callable[["Writer"], None]
-
 # durability="batched": checkpoints of running runs wait at most this long before they are written
 # (their next steps start at once); a crash re-runs the steps of at most this window
 BATCH_WINDOW = 0.005
@@ -97,7 +95,6 @@ class Writer:
         self.posted = {(n, k) for n, k in store.query("posted_keys")}
         self._taken: list[str] = []
         self.reload_flows: Callable[[], None] | None = None
-        self.commits = 0  # checkpoints committed (commands tell whether theirs happened)
         self.failures = 0  # transactions that failed (their changes were dropped from memory)
         # "step": every checkpoint is durable before the steps it makes ready start; "batched":
         # a running run's checkpoints are written every BATCH_WINDOW, its next steps start now
@@ -127,9 +124,9 @@ class Writer:
         self.signal_waits.update(dict.fromkeys(wanted))
         found: dict[tuple[str, str | None], tuple[Any, ...]] = {}
         for name in sorted({name for name, _ in wanted}):
-            names_keys = sorted(key for n, key in wanted if n == name and key is not None)
+            name_keys = sorted(str(key) for n, key in wanted if n == name)
             for key, run_id, token_id, node_id in self.store.query(
-                "find_signal_waits", [name, names_keys]
+                "find_signal_waits", [name, name_keys]
             ):
                 found.setdefault((name, key), (run_id, token_id, node_id))  # the oldest
         run_ids = sorted({wait[0] for wait in found.values()})
@@ -417,12 +414,6 @@ class Writer:
             return None
         return max(self._staged_at + BATCH_WINDOW - time.monotonic(), 0.0)
 
-    def write_staged(self) -> Released | None:
-        """Write the staged checkpoints now (call under the lock)."""
-        if not self._staged_rows and not self._batch:
-            return None
-        return self.commit(force=True)
-
     def _stageable(self, cp: Checkpoint, rows: RunRows, new_runs: dict[str, Any]) -> bool:
         """A checkpoint that may wait for the next write while its next steps run: a running
         run that stays in memory and changes nothing another run or caller could see (no new
@@ -627,7 +618,6 @@ class Writer:
                 self._fail_unwritable(unwritable, batch, new_runs)
                 raise exc
         self._fail_unwritable(unwritable, batch, new_runs)
-        self.commits += 1
         return self._release([cp for cp in released_now if cp.run.run_id in parts], new_runs)
 
     def _stage(self, batch: dict[str, Checkpoint], parts: dict[str, RunRows]) -> None:
