@@ -454,3 +454,26 @@ def test_the_runs_view_and_monitor_show_its_grown_graph(engine, acts) -> None:
     finally:
         monitor.close()
     assert run.node("x.appended").activity == "x.appended"
+
+
+def test_a_grown_run_copied_to_another_store_keeps_its_graph(
+    db_path, tmp_path, open_engine, acts
+) -> None:
+    from wfkit.store.copy import copy_store
+
+    source = tmp_path / "source.duckdb"
+    engine = open_engine(path=source)
+    run = waiting_run(engine, acts, "x")
+    grown = engine.append(run.id, lambda b: b.then("x"))
+    engine.close()
+    target = db_path if str(db_path).startswith("postgresql") else tmp_path / "target.duckdb"
+
+    copy_store(str(source), str(target))
+
+    copied = open_engine(path=target)
+    assert copied.run(run.id).workflow.content_hash == grown.content_hash
+    assert copied.definition("w", 1).content_hash != grown.content_hash
+    assert copied.signal("go", "o-1", {}) is True
+    copied.run_until_idle()
+    assert copied.run(run.id).status == wf.RunStatus.COMPLETED
+    assert acts.names() == ["a", "x"]
