@@ -477,3 +477,23 @@ def test_a_grown_run_copied_to_another_store_keeps_its_graph(
     copied.run_until_idle()
     assert copied.run(run.id).status == wf.RunStatus.COMPLETED
     assert acts.names() == ["a", "x"]
+
+
+def test_a_grown_graph_registered_later_as_the_version_becomes_the_versions_graph(
+    open_engine, acts
+) -> None:
+    engine = open_engine()
+    run = waiting_run(engine, acts, "x")
+    grown = engine.append(run.id, lambda b: b.then("x"))
+    engine.signal("go", "o-1", {})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+
+    engine.register(wf.Workflow.from_json(grown.to_json()))
+
+    assert engine.definition("w", 1).content_hash == grown.content_hash
+    assert rows(
+        engine, f"SELECT run_id, grown_from FROM wf_definitions WHERE hash = '{grown.content_hash}'"
+    ) == [(None, None)]
+    engine.close()
+    assert open_engine().definition("w", 1).content_hash == grown.content_hash

@@ -238,7 +238,10 @@ class Engine(Operations, Growth):
                     f"finish on v{workflow.version})"
                 )
             snapshot = workflow.copy()
-            if (workflow.id, workflow.version, digest) not in self._writer.flows:
+            key = (workflow.id, workflow.version, digest)
+            # a graph first stored as a run's grown graph (append) becomes the version's graph
+            grown = self._grown.pop(key, None) is not None
+            if key not in self._writer.flows or grown:
                 self._store.write(
                     [
                         Statement(
@@ -253,16 +256,8 @@ class Engine(Operations, Growth):
                                     self.clock.now(),
                                 )
                             ],
-                        )
-                    ]
-                )
-            elif self._grown.pop((workflow.id, workflow.version, digest), None) is not None:
-                # first stored as a run's grown graph: registered as the version's graph now
-                self._store.write(
-                    [
-                        Statement(
-                            "register_grown_definition", [(workflow.id, workflow.version, digest)]
-                        )
+                        ),
+                        Statement("register_grown_definition", [key] if grown else []),
                     ]
                 )
             flow = self._writer.add_flow(snapshot)
