@@ -163,6 +163,43 @@ def test_a_workflow_can_be_spliced_into_a_run(engine, acts) -> None:
     assert acts.names() == ["a", "card.charge", "mail.receipt"]
 
 
+def test_a_run_just_started_grows_before_its_first_step_ran(engine, acts) -> None:
+    acts.noop("a", "x")
+    engine.register(wf.Workflow("w", 1).start_with("a"))
+    run = engine.start("w", {})
+    assert acts.names() == []
+
+    engine.append(run.id, lambda b: b.then("x"))
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.names() == ["a", "x"]
+
+
+def test_a_suspended_run_grows_and_runs_the_new_steps_once_resumed(engine, acts) -> None:
+    failures = iter([RuntimeError("down")])
+
+    def flaky(ctx: Any) -> None:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+
+    acts.add("flaky", flaky)
+    acts.noop("x")
+    engine.register(wf.Workflow("w", 1).start_with("flaky", max_attempts=1).on_failure("suspend"))
+    run = engine.start("w", {})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.SUSPENDED
+
+    engine.append(run.id, lambda b: b.then("x"))
+    assert run.status == wf.RunStatus.SUSPENDED
+    engine.resume(run.id, actor="ops")
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.names() == ["flaky", "flaky", "x"]
+
+
 # --- a running run ------------------------------------------------------------------------------
 
 
