@@ -290,6 +290,41 @@ def test_a_run_that_drains_before_it_fails_is_refused(engine, acts) -> None:
     assert acts.count("x") == 0
 
 
+def test_a_run_whose_paths_all_ended_while_an_attempt_still_stops_is_refused(engine, acts) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow(ctx: Any) -> None:
+        started.set()
+        assert release.wait(20)
+
+    acts.add("slow", slow)
+    acts.add("quick", lambda ctx: started.wait(10) and None)
+    acts.noop("x")
+    flow = (
+        wf.Workflow("w", 1)
+        .start_with()
+        .parallel(lambda b: b.then("slow"), lambda b: b.then("quick"), join="any")
+    )
+    engine.register(flow)
+    run = engine.start("w", {})
+    engine.start_workers(2)
+    try:
+        # 'quick' satisfied the join, whose path ended there; 'slow' was asked to stop
+        wait_until(lambda: "join.completed" in kinds(run), "the join completes")
+        assert run.status == wf.RunStatus.RUNNING
+        before = counts(engine)
+        with pytest.raises(wf.UsageError, match="has ended every path and only waits for 1 "):
+            engine.append(run.id, lambda b: b.then("x"))
+        assert counts(engine) == before
+        release.set()
+        assert run.result(timeout=10) == {}
+    finally:
+        release.set()
+        engine.stop()
+    assert "run.appended" not in kinds(run)
+    assert acts.count("x") == 0
+
+
 # --- restarts and other processes ----------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine.operations import refuse_unstorable
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import EventKind, TokenState
 from wfkit.errors import DefinitionError, UsageError
 
 if TYPE_CHECKING:
@@ -92,8 +92,9 @@ class Growth:
             data model cannot answer...), with every problem; nothing is written.
         UsageError
             When the run has ended, is ending (it drains its attempts before it fails or is
-            cancelled) or is unwinding its saga, when its graph has no open end, or when
-            ``steps`` adds nothing; nothing is written.
+            cancelled), has ended every path and only waits for attempts asked to stop (it
+            completes then), or is unwinding its saga; when its graph has no open end, or when
+            ``steps`` adds nothing. Nothing is written.
 
         Examples
         --------
@@ -166,7 +167,8 @@ class Growth:
 
 
 def refuse_ended(run: RunState) -> None:
-    """Raise ``UsageError`` for a run that cannot grow: ended, ending or unwinding."""
+    """Raise ``UsageError`` for a run that cannot grow: ended, ending, complete but for
+    attempts asked to stop, or unwinding."""
     status = RunStatus(run.status)
     if status.terminal:
         raise UsageError(
@@ -178,6 +180,14 @@ def refuse_ended(run: RunState) -> None:
         raise UsageError(
             f"run {run.run_id} is ending ({end}): it waits for its attempts in flight to stop "
             "and then ends, so it cannot grow; nothing was appended"
+        )
+    stopping = [t["node"] for t in run.tokens.values() if t["st"] == TokenState.CANCELLING]
+    if stopping and len(stopping) == len(run.tokens):
+        raise UsageError(
+            f"run {run.run_id} has ended every path and only waits for "
+            f"{len(stopping)} attempt{'s' if len(stopping) != 1 else ''} asked to stop "
+            f"({', '.join(map(repr, sorted(stopping)))}); it completes once they have, so no "
+            "token is left to take new steps and it cannot grow; nothing was appended"
         )
     if status == RunStatus.COMPENSATING:
         raise UsageError(
