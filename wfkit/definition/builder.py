@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import networkx as nx
 from pydantic import BaseModel, ValidationError
@@ -21,7 +21,11 @@ from wfkit.definition import keys
 from wfkit.definition.graph import SagaSpec, unique_node_id
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
+from wfkit.definition.splicing import splice_graph
 from wfkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from wfkit.definition.workflow import Workflow
 
 __all__ = ["AtLeast", "Branch", "JoinMode", "Steps", "at_least"]
 
@@ -436,6 +440,39 @@ class Steps:
         if node_id not in self._graph:
             raise UsageError(f"goto({node_id!r}): there is no such node; pick an existing id")
         self._connect(node_id)
+        return self
+
+    def splice(self, other: Workflow) -> Self:
+        """Graft ``other``'s steps in here, as if they had been written with this builder.
+
+        Every node ``other``'s start reaches (its start left out) is copied with its edges,
+        policies, compensations, labels, config and sagas, and the open paths lead into the
+        first of them; the next verb continues from every end of ``other`` (each outlet where
+        one of its paths ends: ``next`` of its last steps, open decision branches, a join's
+        ``completed``, an approval's ``approved``). Node ids are kept where they do not clash;
+        a clashing id becomes ``<other.id>.<node>`` (``-2``, ``-3``... while that is taken too),
+        saga ids likewise. Inside a saga body the spliced steps join that saga, and ``other``'s
+        outermost sagas nest in it (they need a policy). The host's data model and
+        ``strict_merges`` stand: ``validate()`` checks the spliced expressions against the
+        host's model. The step just appended (for ``compensate_with``...) is ``other``'s last.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> pay = wf.Workflow("pay").start_with("card.charge").then("mail.receipt")
+        >>> flow = wf.Workflow("shop").start_with("mail.receipt").splice(pay).then("ship")
+        >>> list(flow.graph.nodes)
+        ['start', 'mail.receipt', 'card.charge', 'pay.mail.receipt', 'ship']
+        """
+        self._require_cursor("splice")
+        graph = getattr(other, "graph", None)
+        if not isinstance(graph, nx.MultiDiGraph):
+            raise UsageError(f"splice() takes a wf.Workflow, got {type(other).__name__}")
+        part = splice_graph(self._graph, graph, prefix=str(other.id), saga=self._saga)
+        self._connect(part.entry)
+        self._cursor = list(part.ends)
+        self._labels.update(part.labels)
+        self._last = part.last
         return self
 
     def end(self, *, id: str | None = None) -> Self:

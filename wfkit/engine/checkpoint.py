@@ -99,6 +99,9 @@ class Checkpoint:
     saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
     strict_conflict: str | None = None
+    # the run's own grown graph (engine.append): its wf_definitions row, written with this
+    # checkpoint, and the run repinned to its hash
+    graph: tuple[Any, ...] | None = None
     # the writer's reader of posted signals, handed this checkpoint (a bound partial of the
     # checkpoint would make every checkpoint a reference cycle, left to the garbage collector)
     posted_source: (

@@ -23,6 +23,7 @@ from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.growth import Growth
 from wfkit.engine.handles import Run, check_known, explain
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
@@ -59,7 +60,7 @@ def _close_at_exit() -> None:
             log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
-class Engine(Operations):
+class Engine(Operations, Growth):
     """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
 
     Parameters
@@ -135,6 +136,8 @@ class Engine(Operations):
         self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
+        # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
+        self._grown: dict[tuple[str, int, str], str] = {}
         self._closed = False
         self._load_definitions()
         self._writer.reload_flows = self._load_definitions
@@ -186,6 +189,8 @@ class Engine(Operations):
     # --- definitions --------------------------------------------------------------------------
 
     def _load_definitions(self) -> None:
+        for wid, version, digest, registered in self._store.query("grown_definitions"):
+            self._grown[(wid, version, digest)] = registered
         for wid, version, digest, graph_json, model_path, _at in self._store.query("definitions"):
             if (wid, version, digest) in self._writer.flows:
                 continue
@@ -196,7 +201,8 @@ class Engine(Operations):
                 log.warning("data model %s of %s v%s cannot be imported", model_path, wid, version)
                 workflow = Workflow(wid, version, None, graph=graph_from_data(data["graph"]))
             flow = self._writer.add_flow(workflow)
-            self._latest.setdefault(wid, {})[version] = flow
+            if (wid, version, digest) not in self._grown:  # a run's own graph is no version
+                self._latest.setdefault(wid, {})[version] = flow
 
     def register(self, workflow: Workflow) -> Workflow:
         """Validate ``workflow`` and store it under ``(id, version)``.
@@ -232,7 +238,10 @@ class Engine(Operations):
                     f"finish on v{workflow.version})"
                 )
             snapshot = workflow.copy()
-            if (workflow.id, workflow.version, digest) not in self._writer.flows:
+            key = (workflow.id, workflow.version, digest)
+            # a graph first stored as a run's grown graph (append) becomes the version's graph
+            grown = self._grown.pop(key, None) is not None
+            if key not in self._writer.flows or grown:
                 self._store.write(
                     [
                         Statement(
@@ -247,7 +256,8 @@ class Engine(Operations):
                                     self.clock.now(),
                                 )
                             ],
-                        )
+                        ),
+                        Statement("register_grown_definition", [key] if grown else []),
                     ]
                 )
             flow = self._writer.add_flow(snapshot)

@@ -78,7 +78,8 @@ class Run:
 
     @property
     def workflow(self) -> Workflow:
-        """The workflow definition (the exact version and graph) this run was admitted with."""
+        """The workflow definition (the exact version and graph) this run follows: the one it
+        was admitted with, or its own grown graph once ``engine.append`` grew it."""
         return self._engine._state(self.id).flow.workflow
 
     @property

@@ -59,6 +59,7 @@ class EventKind(StrEnum):
     RUN_RESUMED = "run.resumed"
     RUN_RESTARTED = "run.restarted"
     RUN_DRAINING = "run.draining"  # the run will end once its attempts in flight have ended
+    RUN_APPENDED = "run.appended"  # engine.append grew the run's own graph (detail: hash, nodes)
     STEP_COMPLETED = "step.completed"
     STEP_FAILED = "step.failed"
     STEP_RETRYING = "step.retrying"

@@ -428,6 +428,7 @@ class Writer:
             and not rows.marks
             and not rows.posted
             and not rows.saga_set
+            and rows.graph is None
             and not cp.cancel
             and any(t["st"] in IN_FLIGHT for t in run.tokens.values())
         )
@@ -792,6 +793,7 @@ class Writer:
         for op, row in cp.saga_rows:
             (rows.saga_add if op == "add" else rows.saga_set).append(row)
         rows.posted = list(cp.posted_taken)
+        rows.graph = cp.graph
         return rows
 
     def _lease_guard(
