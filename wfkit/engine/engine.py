@@ -29,6 +29,7 @@ from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
+from wfkit.engine.subruns import Subruns
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
 from wfkit.store import open_store
@@ -134,6 +135,7 @@ class Engine(Operations):
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get
+        self._writer.subruns = Subruns(self._writer, self._resolve, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         self._closed = False
         self._load_definitions()
@@ -202,15 +204,22 @@ class Engine(Operations):
         """Validate ``workflow`` and store it under ``(id, version)``.
 
         Re-registering the same graph is a no-op. A changed graph under an ``(id, version)``
-        that has runs in flight is refused: register it as a new version.
+        that has runs in flight is refused: register it as a new version. A workflow that
+        calls another (``flow.call(...)``) is registered after the one it calls.
 
         Raises
         ------
         DefinitionError
             With every problem, when the workflow is invalid or its version is taken.
         """
+        registered = {
+            wid: {v: flow.data_model for v, flow in versions.items()}
+            for wid, versions in self._latest.items()
+        }
         errors = [
-            p for p in workflow.validate(registry=self.registry) if p.severity == Severity.ERROR
+            p
+            for p in workflow.validate(registry=self.registry, workflows=registered)
+            if p.severity == Severity.ERROR
         ]
         if errors:
             raise DefinitionError.from_problems(

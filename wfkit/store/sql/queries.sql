@@ -79,6 +79,9 @@ FROM wf_events WHERE run_id = ? AND seq > ? ORDER BY seq;
 SELECT run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error, output, detail
 FROM wf_events WHERE run_id = ? ORDER BY seq;
 
+-- name: call_children
+SELECT detail FROM wf_events WHERE run_id = ? AND kind = 'call.started' ORDER BY seq;
+
 -- name: timers
 SELECT run_id, token, node_id, kind, due_at FROM wf_timers ORDER BY due_at;
 
