@@ -135,7 +135,7 @@ class Engine(Operations):
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get
-        self._writer.subruns = Subruns(self._writer, self._resolve, self._admit)
+        self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         self._closed = False
         self._load_definitions()
@@ -291,6 +291,16 @@ class Engine(Operations):
                 [f"unknown version {version}"],
             )
         return versions[chosen]
+
+    def _resolve_call(self, workflow_id: str, version: int | None) -> CompiledFlow:
+        """The workflow a call node starts: on a shared store another engine may have
+        registered it (or a later version) since this one loaded the definitions."""
+        if self._store.shared:
+            latest = self._store.query("latest_definition_version", [workflow_id])[0][0]
+            known = self._latest.get(workflow_id, {})
+            if latest is not None and (latest not in known or (version and version not in known)):
+                self._load_definitions()
+        return self._resolve(workflow_id, version)
 
     # --- starting runs ------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@ INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, regis
 VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
+-- name: latest_definition_version
+SELECT max(version) FROM wf_definitions WHERE workflow_id = ?;
+
 -- name: definitions
 SELECT workflow_id, version, hash, graph, data_model, registered_at
 FROM wf_definitions ORDER BY workflow_id, version, registered_at;
