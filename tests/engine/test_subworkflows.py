@@ -143,8 +143,10 @@ def test_the_latest_version_is_resolved_when_the_call_starts_or_the_pinned_one(
     acts.noop("shop.reserve", "ship")
     engine.register(_payment(acts, version=1))
     engine.register(_shop())
-    pinned = wf.Workflow("pinned", 1).start_with().call(
-        "payment", version=1, input={"amount": "total"}, bind={"receipt": "receipt"}
+    pinned = (
+        wf.Workflow("pinned", 1)
+        .start_with()
+        .call("payment", version=1, input={"amount": "total"}, bind={"receipt": "receipt"})
     )
     engine.register(pinned)
     engine.register(_payment(acts, version=2))
@@ -191,9 +193,11 @@ def test_a_failed_child_unwinds_the_callers_saga_and_fails_the_caller(engine, ac
         wf.Workflow("shop", 1)
         .start_with()
         .saga(
-            lambda s: s.then("stock.reserve")
-            .compensate_with("stock.release")
-            .call("payment", input={"amount": "total"})
+            lambda s: (
+                s.then("stock.reserve")
+                .compensate_with("stock.release")
+                .call("payment", input={"amount": "total"})
+            )
         )
         .then("ship")
     )
@@ -312,9 +316,7 @@ def test_a_caller_parked_across_a_restart_resumes_when_the_child_completes(
     assert acts.names() == ["shop.reserve", "pay.charge.v1", "ship"]
 
 
-def test_a_child_whose_step_was_queued_at_close_finishes_after_reopening(
-    open_engine, acts
-) -> None:
+def test_a_child_whose_step_was_queued_at_close_finishes_after_reopening(open_engine, acts) -> None:
     acts.noop("shop.reserve", "ship")
     first = open_engine()
     first.register(_payment(acts))
