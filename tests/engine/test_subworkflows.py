@@ -526,3 +526,114 @@ def test_a_child_ending_in_another_engine_wakes_the_caller_its_engine_holds(
         payer.stop()
     assert len(events(run, "call.completed")) == 1
     assert rows(setup, f"SELECT * FROM wf_timers WHERE run_id = '{run.id}'") == []
+
+
+def test_a_join_satisfied_without_the_call_branch_cancels_its_child(engine, acts) -> None:
+    acts.noop("quick", "ship")
+    engine.register(_payment(acts, wait=True))
+    flow = (
+        wf.Workflow("race", 1)
+        .start_with()
+        .parallel(
+            lambda b: b.call("payment", input={"amount": "total"}),
+            lambda b: b.then("quick"),
+            join="any",
+        )
+        .then("ship")
+    )
+    engine.register(flow)
+
+    run = engine.start("race", {"total": 3})
+    engine.run_until_idle()
+
+    (child,) = run.children()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert child.status == wf.RunStatus.CANCELLED
+    (cancelled,) = events(child, "run.cancelled")
+    assert cancelled.detail == {"reason": f"its calling run {run.id} no longer waits for it"}
+    assert engine.waiting() == []
+
+
+def test_a_caller_failing_elsewhere_cancels_the_child_it_waited_for(engine, acts) -> None:
+    def boom(ctx: Any) -> None:
+        raise RuntimeError("warehouse on fire")
+
+    acts.add("boom", boom)
+    engine.register(_payment(acts, wait=True))
+    flow = (
+        wf.Workflow("doomed", 1)
+        .start_with()
+        .parallel(
+            lambda b: b.call("payment", input={"amount": "total"}),
+            lambda b: b.then("boom", max_attempts=1).on_failure("terminate"),
+        )
+    )
+    engine.register(flow)
+
+    run = engine.start("doomed", {"total": 3})
+    engine.run_until_idle()
+
+    (child,) = run.children()
+    assert run.status == wf.RunStatus.FAILED
+    assert "warehouse on fire" in (run.view().error or "")
+    assert child.status == wf.RunStatus.CANCELLED
+    assert events(child, "run.cancelled")[0].detail == {
+        "reason": f"its calling run {run.id} no longer waits for it"
+    }
+
+
+def test_a_child_that_ends_at_once_resumes_its_caller_in_the_same_checkpoint(engine, acts) -> None:
+    acts.noop("ship")
+    engine.register(wf.Workflow("noop", 1).start_with().end())
+    engine.register(wf.Workflow("shop", 1).start_with().call("noop", bind={"x": "y"}).then("ship"))
+
+    run = engine.start("shop", {"x": 1})
+
+    (child,) = run.children()
+    assert child.status == wf.RunStatus.COMPLETED
+    assert [e.kind for e in run.history()][:3] == ["run.started", "call.started", "call.completed"]
+    assert run.data == {"x": 1, "y": 1}
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED and acts.names() == ["ship"]
+
+
+def test_an_input_expression_that_fails_at_run_time_fails_the_call(engine, acts) -> None:
+    acts.noop("shop.reserve", "ship", "apologise")
+    engine.register(_payment(acts))
+    flow = (
+        wf.Workflow("shop", 1)
+        .start_with()
+        .call(
+            "payment", input={"amount": "total // count"}, on_failed=lambda b: b.then("apologise")
+        )
+    )
+    engine.register(flow)
+
+    run = engine.start("shop", {"total": 3, "count": 0})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.names() == ["apologise"]
+    (failed,) = events(run, "step.failed")
+    assert failed.error.startswith("call 'call-payment': input expression failed:")
+    assert run.children() == []
+
+
+def test_a_bind_that_cannot_be_applied_fails_the_call_with_the_reason(engine, acts) -> None:
+    acts.noop("ship")
+    engine.register(_payment(acts))
+    flow = (
+        wf.Workflow("shop", 1)
+        .start_with()
+        .call("payment", input={"amount": "total"}, bind={"receipt": "total.receipt"})
+    )
+    engine.register(flow)
+
+    run = engine.start("shop", {"total": 3})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.FAILED
+    assert "cannot bind the child's data: 'total.receipt' runs through 'total'" in (
+        run.view().error or ""
+    )
+    assert run.data == {"total": 3}

@@ -102,3 +102,34 @@ def test_open_called_workflow_says_why_it_cannot(engine, tmp_path: Path) -> None
     assert without_engine.open_child_button.layout.display == "none"
     assert without_engine.open_child() is None
     assert "with an engine given to the editor" in without_engine.status_line.text
+
+
+def test_the_inbox_does_not_offer_a_call_waiting_for_its_child(engine) -> None:
+    from wfkit.widgets import Inbox
+
+    payment = wf.Workflow("payment", 1).start_with().wait_for_signal("settled", correlate="ref")
+    engine.register(payment)
+    engine.register(wf.Workflow("shop", 1).start_with().call("payment"))
+    run = engine.start("shop", {"ref": "p-1"})
+    engine.run_until_idle()
+
+    assert sorted(w.kind for w in engine.waiting()) == ["call", "signal"]
+    inbox = Inbox(engine, actor="ana")
+    assert inbox.summary.value == "1 open: 0 approvals, 1 signal wait"
+    (child,) = run.children()
+    assert [key[0] for key in inbox.rows] == [child.id]
+
+
+def test_the_timeline_draws_the_time_a_call_waited_for_its_child(engine) -> None:
+    from wfkit.widgets.timeline import spans_of
+
+    engine.register(wf.Workflow("payment", 1).start_with().wait_for_signal("settled"))
+    engine.register(wf.Workflow("shop", 1).start_with().call("payment"))
+    run = engine.start("shop", {})
+    engine.run_until_idle()
+    engine.clock.advance("2h")  # type: ignore[attr-defined]
+    assert engine.signal("settled") is True
+    engine.run_until_idle()
+
+    (span,) = [s for s in spans_of(run.history(), engine.clock.now()) if s.node_id == "call-payment"]
+    assert (span.kind, span.outcome, span.seconds) == ("wait", "waited", 7200.0)
