@@ -637,3 +637,22 @@ def test_a_bind_that_cannot_be_applied_fails_the_call_with_the_reason(engine, ac
         run.view().error or ""
     )
     assert run.data == {"total": 3}
+
+
+def test_calls_see_workflows_and_versions_another_engine_registered(
+    db_path, open_engine, acts
+) -> None:
+    if not str(db_path).startswith("postgresql"):
+        pytest.skip("two engines share only a PostgreSQL database")
+    acts.noop("shop.reserve", "ship")
+    first, second = open_engine(), open_engine()
+    first.register(_payment(acts, version=1))
+    second.register(_shop())  # 'payment' was registered by the other engine
+    first.register(_payment(acts, version=2))
+
+    run = second.start("shop", {"total": 5})
+    second.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert run.data == {"total": 5, "receipt": "r-5-v2"}
+    assert events(run, "call.started")[0].detail["version"] == 2

@@ -212,6 +212,8 @@ class Engine(Operations):
         DefinitionError
             With every problem, when the workflow is invalid or its version is taken.
         """
+        if self._store.shared and any(k == "call" for _, k in workflow.graph.nodes(data="kind")):
+            self._load_definitions()  # a called workflow another engine registered counts
         registered = {
             wid: {v: flow.data_model for v, flow in versions.items()}
             for wid, versions in self._latest.items()
