@@ -131,5 +131,6 @@ def test_the_timeline_draws_the_time_a_call_waited_for_its_child(engine) -> None
     assert engine.signal("settled") is True
     engine.run_until_idle()
 
-    (span,) = [s for s in spans_of(run.history(), engine.clock.now()) if s.node_id == "call-payment"]
+    spans = spans_of(run.history(), engine.clock.now())
+    (span,) = [s for s in spans if s.node_id == "call-payment"]
     assert (span.kind, span.outcome, span.seconds) == ("wait", "waited", 7200.0)

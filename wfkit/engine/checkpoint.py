@@ -27,6 +27,7 @@ from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
 
 if TYPE_CHECKING:
     from wfkit.engine.nodes.base import NodeHandler
+    from wfkit.engine.subruns import Subruns
 
 __all__ = ["Checkpoint", "EventRow", "Rules"]
 
@@ -111,7 +112,7 @@ class Checkpoint:
     start_status: str = ""
     # child runs: the port that starts them (engine/subruns.py), children whose calling token
     # was removed (to be cancelled), and calling tokens of other runs to wake by a timer row
-    calls: Any = None
+    calls: Subruns | None = None
     orphans: list[str] = field(default_factory=list)
     wakes: list[tuple[str, str, str, datetime]] = field(default_factory=list)
 
