@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -470,8 +472,6 @@ def test_two_engines_one_starts_and_the_workers_of_another_finish(
 
 
 def _wait_for(probe: Any, timeout: float = 30.0) -> Any:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = probe()
@@ -486,8 +486,6 @@ def test_a_child_ending_in_another_engine_wakes_the_caller_its_engine_holds(
 ) -> None:
     if not str(db_path).startswith("postgresql"):
         pytest.skip("two engines share only a PostgreSQL database")
-    import threading
-
     release = threading.Event()
     holder_acts, payer_acts = wf.ActivityRegistry(), wf.ActivityRegistry()
     holder_acts.register("slow", lambda ctx: release.wait(30))
