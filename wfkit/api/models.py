@@ -279,7 +279,7 @@ class WaitOut(BaseModel):
 
     run_id: str
     node_id: str
-    kind: str = Field(description="'signal' or 'approval'.")
+    kind: str = Field(description="'signal', 'approval' or 'call' (waits for a child run).")
     name: str
     key: str | None = None
     since: Moment

@@ -28,7 +28,7 @@ from wfkit.definition.graph import (
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.policy import Policy
 from wfkit.definition.problems import Problem, Severity
-from wfkit.definition.validation import validate
+from wfkit.definition.validation import Registered, validate
 from wfkit.definition.values import text_problem
 from wfkit.errors import DefinitionError, UsageError
 
@@ -157,14 +157,27 @@ class Workflow(Steps):
 
     # --- checking ---------------------------------------------------------------------------
 
-    def validate(self, *, registry: ActivityRegistry | None = default_registry) -> list[Problem]:
+    def validate(
+        self,
+        *,
+        registry: ActivityRegistry | None = default_registry,
+        workflows: Registered | None = None,
+    ) -> list[Problem]:
         """Every problem of this workflow (errors first, then warnings); empty when valid.
 
-        ``registry`` is where activity names must be registered (``None`` skips that rule).
+        ``registry`` is where activity names must be registered (``None`` skips that rule);
+        ``workflows`` (id -> version -> data model) are the workflows a call may start, as
+        ``engine.register`` passes them (``None``, the default, skips that rule).
         A data model named by a loaded document but not loaded (see :meth:`from_json`) is a
         ``data-model-not-loaded`` error: expressions and admissions could not be checked.
         """
-        problems = validate(self._graph, registry=registry, data_model=self.data_model)
+        problems = validate(
+            self._graph,
+            registry=registry,
+            data_model=self.data_model,
+            workflows=workflows,
+            workflow_id=self.id,
+        )
         if self.data_model is None and self.data_model_ref is not None:
             problems.insert(
                 0,
@@ -178,9 +191,18 @@ class Workflow(Steps):
             )
         return problems
 
-    def check(self, *, registry: ActivityRegistry | None = default_registry) -> Workflow:
+    def check(
+        self,
+        *,
+        registry: ActivityRegistry | None = default_registry,
+        workflows: Registered | None = None,
+    ) -> Workflow:
         """Raise :class:`~wfkit.DefinitionError` carrying every error; return self when valid."""
-        errors = [p for p in self.validate(registry=registry) if p.severity == Severity.ERROR]
+        errors = [
+            p
+            for p in self.validate(registry=registry, workflows=workflows)
+            if p.severity == Severity.ERROR
+        ]
         if errors:
             raise DefinitionError.from_problems(f"Workflow {self.id!r} v{self.version}", errors)
         return self

@@ -27,6 +27,7 @@ from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
 
 if TYPE_CHECKING:
     from wfkit.engine.nodes.base import NodeHandler
+    from wfkit.engine.subruns import Subruns
 
 __all__ = ["Checkpoint", "EventRow", "Rules"]
 
@@ -112,6 +113,11 @@ class Checkpoint:
     in_flight: Callable[[str], bool] | None = None
     drain_timeout: timedelta = timedelta(seconds=60)
     start_status: str = ""
+    # child runs: the port that starts them (engine/subruns.py), children whose calling token
+    # was removed (to be cancelled), and calling tokens of other runs to wake by a timer row
+    calls: Subruns | None = None
+    orphans: list[str] = field(default_factory=list)
+    wakes: list[tuple[str, str, str, datetime]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.start_status = self.run.status
@@ -233,6 +239,8 @@ class Checkpoint:
             self.drop_bookmark(token_id)
         if token["st"] in ("ready", "running", TokenState.CANCELLING):
             self.cancel.append(token_id)
+        if token.get("child"):  # a call's child run goes with the token that waits for it
+            self.orphans.append(token["child"])
         self.run.drop("tokens", token_id)
 
     # --- timers ---------------------------------------------------------------------------------

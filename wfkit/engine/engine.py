@@ -30,6 +30,7 @@ from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
+from wfkit.engine.subruns import Subruns
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
 from wfkit.store import open_store
@@ -135,6 +136,7 @@ class Engine(Operations, Growth):
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get
+        self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
         self._grown: dict[tuple[str, int, str], str] = {}
@@ -208,15 +210,24 @@ class Engine(Operations, Growth):
         """Validate ``workflow`` and store it under ``(id, version)``.
 
         Re-registering the same graph is a no-op. A changed graph under an ``(id, version)``
-        that has runs in flight is refused: register it as a new version.
+        that has runs in flight is refused: register it as a new version. A workflow that
+        calls another (``flow.call(...)``) is registered after the one it calls.
 
         Raises
         ------
         DefinitionError
             With every problem, when the workflow is invalid or its version is taken.
         """
+        if self._store.shared and any(k == "call" for _, k in workflow.graph.nodes(data="kind")):
+            self._load_definitions()  # a called workflow another engine registered counts
+        registered = {
+            wid: {v: flow.data_model for v, flow in versions.items()}
+            for wid, versions in self._latest.items()
+        }
         errors = [
-            p for p in workflow.validate(registry=self.registry) if p.severity == Severity.ERROR
+            p
+            for p in workflow.validate(registry=self.registry, workflows=registered)
+            if p.severity == Severity.ERROR
         ]
         if errors:
             raise DefinitionError.from_problems(
@@ -292,6 +303,16 @@ class Engine(Operations, Growth):
                 [f"unknown version {version}"],
             )
         return versions[chosen]
+
+    def _resolve_call(self, workflow_id: str, version: int | None) -> CompiledFlow:
+        """The workflow a call node starts: on a shared store another engine may have
+        registered it (or a later version) since this one loaded the definitions."""
+        if self._store.shared:
+            latest = self._store.query("latest_definition_version", [workflow_id])[0][0]
+            known = self._latest.get(workflow_id, {})
+            if latest is not None and (latest not in known or (version and version not in known)):
+                self._load_definitions()
+        return self._resolve(workflow_id, version)
 
     # --- starting runs ------------------------------------------------------------------------
 

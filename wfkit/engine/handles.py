@@ -87,6 +87,17 @@ class Run:
         """The workflow this run belongs to."""
         return self._engine._state(self.id).flow.id
 
+    @property
+    def parent(self) -> Run | None:
+        """The run whose call node started this one (None for a run started otherwise)."""
+        caller = self._engine._state(self.id).caller.get("run")
+        return Run(self._engine, caller["run"]) if caller else None
+
+    def children(self) -> list[Run]:
+        """The child runs this run's call nodes started, oldest first."""
+        rows = self._engine._store.query("call_children", [self.id])
+        return [Run(self._engine, json.loads(detail)["child_run"]) for (detail,) in rows]
+
     def history(self) -> list[Event]:
         """Every event of the run, oldest first."""
         return self._engine._history(self.id)
@@ -137,6 +148,7 @@ class Run:
                 EventKind.JOIN_COMPLETED,
                 EventKind.PARALLEL_FORKED,
                 EventKind.FOR_EACH_STARTED,
+                EventKind.CALL_COMPLETED,
             ):
                 statuses[node] = NodeStatus.SUCCEEDED.value
             elif event.kind in (
@@ -145,6 +157,7 @@ class Run:
                 EventKind.BRANCH_FAILED,
                 EventKind.JOIN_PARTIAL,
                 EventKind.RUN_FAILED,
+                EventKind.CALL_FAILED,
             ):
                 statuses[node] = NodeStatus.FAILED.value
             elif event.kind == EventKind.COMPENSATION_COMPLETED:
@@ -213,6 +226,8 @@ def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: dateti
     if kind == "signal":
         text = f"waiting for signal {name!r}" + (f" (key {key})" if key else "") + when
         return text + (f"; times out {in_words(due - now)}" if due else "")
+    if kind == "call":
+        return f"waiting at {node_id!r} for child run {key} of {name!r}{when}"
     assignees = json.loads(detail or "{}").get("assignees") or []
     who = f" by {', '.join(assignees)}" if assignees else ""
     text = f"waiting for approval {node_id!r}{who}{when}"

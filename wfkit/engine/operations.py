@@ -76,13 +76,21 @@ class Operations:
     max_payload: int
 
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
-        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
+        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded.
+
+        The child runs its calls wait for (and their children) are cancelled with it, in the
+        same transaction.
+        """
         refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
 
         def cancel(writer: Writer) -> None:
             with self._holding(run_id) as run:
                 if RunStatus(run.status).terminal:
                     raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+                if writer.subruns is not None:
+                    # its child runs (and theirs) are cancelled with it, in this commit: take
+                    # them all first (RunBusy while another engine holds one: nothing changed)
+                    writer.subruns.family(run)
                 writer.checkpoint(run, actor).cancel_run(reason)
 
         self._command(cancel)

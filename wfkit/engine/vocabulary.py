@@ -21,7 +21,7 @@ class TokenState(StrEnum):
     READY = "ready"  # its step may run: queued, or an attempt is in flight
     RETRY = "retry"  # waits on a retry timer before its next attempt
     TIMER = "timer"  # waits on a delay's timer
-    WAIT = "wait"  # parked on a bookmark (signal or approval), maybe with a deadline timer
+    WAIT = "wait"  # parked on a bookmark (signal, approval or call), maybe with a deadline timer
     MOVING = "moving"  # left a wait and is being routed on within this checkpoint
     SUSPENDED = "suspended"  # parked for an operator (on_failure="suspend" or a compensation)
     UNWINDING = "unwinding"  # failed for good; waits while its saga is unwound
@@ -84,6 +84,9 @@ class EventKind(StrEnum):
     APPROVAL_APPROVED = "approval.approved"
     APPROVAL_REJECTED = "approval.rejected"
     APPROVAL_EXPIRED = "approval.expired"
+    CALL_STARTED = "call.started"  # a call node started its child run and waits for it
+    CALL_COMPLETED = "call.completed"  # the child completed; its bound fields were copied back
+    CALL_FAILED = "call.failed"  # the child failed or was cancelled, or could not start
     MERGE_CONFLICT = "merge.conflict"
     SAGA_UNWINDING = "saga.unwinding"
     SAGA_COMPENSATED = "saga.compensated"

@@ -38,8 +38,15 @@ _ENDS: dict[str, tuple[str, str]] = {
     EventKind.COMPENSATION_COMPLETED: ("attempt", NodeStatus.COMPENSATED.value),
     EventKind.COMPENSATION_FAILED: ("attempt", "compensation-failed"),
 }
-_WAIT_STARTS = (EventKind.SIGNAL_WAITING, EventKind.APPROVAL_WAITING, EventKind.DELAY_STARTED)
+_WAIT_STARTS = (
+    EventKind.SIGNAL_WAITING,
+    EventKind.APPROVAL_WAITING,
+    EventKind.DELAY_STARTED,
+    EventKind.CALL_STARTED,
+)
 _WAIT_ENDS = (
+    EventKind.CALL_COMPLETED,
+    EventKind.CALL_FAILED,
     EventKind.SIGNAL_RECEIVED,
     EventKind.SIGNAL_ELAPSED,
     EventKind.APPROVAL_APPROVED,

@@ -11,6 +11,9 @@ INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, regis
 VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
+-- name: latest_definition_version
+SELECT max(version) FROM wf_definitions WHERE workflow_id = ?;
+
 -- name: definitions
 SELECT workflow_id, version, hash, graph, data_model, registered_at
 FROM wf_definitions ORDER BY workflow_id, version, registered_at;
@@ -100,6 +103,9 @@ FROM wf_events WHERE run_id = ? AND seq > ? ORDER BY seq;
 -- name: run_history
 SELECT run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error, output, detail
 FROM wf_events WHERE run_id = ? ORDER BY seq;
+
+-- name: call_children
+SELECT detail FROM wf_events WHERE run_id = ? AND kind = 'call.started' ORDER BY seq;
 
 -- name: timers
 SELECT run_id, token, node_id, kind, due_at FROM wf_timers ORDER BY due_at;
