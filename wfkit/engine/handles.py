@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
+from wfkit.engine.run_retries import run_attempt, waiting_error
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
@@ -62,6 +63,7 @@ class Run:
             dict(state.outputs),
             state.seq,
             {t: dict(tok) for t, tok in state.tokens.items()},
+            run_attempt(state),
         )
 
     def node(self, node_id: str) -> Node:
@@ -163,6 +165,7 @@ class Run:
                 TokenState.WAIT: NodeStatus.WAITING.value,
                 TokenState.TIMER: NodeStatus.WAITING.value,
                 TokenState.RETRY: NodeStatus.RETRYING.value,
+                TokenState.RUN_RETRY: NodeStatus.RETRYING.value,
                 TokenState.SUSPENDED: NodeStatus.FAILED.value,
                 TokenState.CANCELLING: NodeStatus.CANCELLING.value,
             }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
@@ -225,6 +228,9 @@ def explain(engine: Engine, run_id: str) -> str:
     now = engine.clock.now()
     if status == RunStatus.COMPLETED:
         return "completed"
+    if status == RunStatus.FAILED and state.flow.workflow.retry is not None:
+        attempt, budget, error = waiting_error(state)
+        return f"failed (run attempt {attempt} of {budget}): {error}"
     if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
     if status == RunStatus.SUSPENDED:
@@ -263,6 +269,14 @@ def explain(engine: Engine, run_id: str) -> str:
                 undo = state.saga.get(token["entry"], {}).get("comp", "?")
                 what = f"compensation {undo!r} of {node!r}"
             parts.append(f"retrying {what} (attempt {token['att']}) {in_words(due - now)}")
+        elif token["st"] == TokenState.RUN_RETRY and token.get("due"):
+            due = datetime.fromisoformat(token["due"])
+            attempt, budget, error = waiting_error(state)
+            of = f" of {budget}" if budget is not None else ""
+            parts.append(
+                f"failed (run attempt {attempt}{of}): {error}; tried again at {due:%H:%M} "
+                f"({in_words(due - now)}) from {node!r}"
+            )
         elif token["st"] == "timer" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
             parts.append(

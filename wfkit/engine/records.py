@@ -87,7 +87,9 @@ class RunView:
     """A consistent picture of one run, read at one moment (times are UTC).
 
     ``tokens`` maps each token to where it stands: ``node``, ``st`` (ready, retry, wait, timer,
-    suspended...), ``att`` (attempt) and ``li`` (item index inside a for_each).
+    suspended, run_retry...), ``att`` (attempt) and ``li`` (item index inside a for_each).
+    ``run_attempt`` is the run attempt under way, or the last one that ended (1 for a run never
+    tried again; see :class:`~wfkit.RunRetry` and ``engine.retry``).
     """
 
     run_id: str
@@ -99,6 +101,7 @@ class RunView:
     outputs: dict[str, Any]
     seq: int
     tokens: dict[str, dict[str, Any]]
+    run_attempt: int = 1
 
     @property
     def in_flight(self) -> dict[str, tuple[str, int]]:

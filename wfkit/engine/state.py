@@ -21,7 +21,7 @@ from wfkit.engine.flows import CompiledFlow
 
 __all__ = ["RunState"]
 
-_MAPS = ("tokens", "frames", "items", "visits", "outputs", "saga", "unwinds", "ending")
+_MAPS = ("tokens", "frames", "items", "visits", "outputs", "saga", "unwinds", "ending", "retry")
 
 
 @dataclass
@@ -46,6 +46,8 @@ class RunState:
     unwinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # unwinds in progress
     # the end waiting for attempts in flight to stop (key "run"; see engine/drains.py)
     ending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the run attempt and where a failed run goes on when tried again (engine/run_retries.py)
+    retry: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     # restored from the snapshot an engine wrote as it closed, with nothing running: its ready
     # steps were only queued (not suspects of a crash); any later checkpoint clears it
