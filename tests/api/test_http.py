@@ -522,7 +522,9 @@ def test_the_cli_sends_signals_and_decisions_through_the_running_server(
     assert "no failed compensation" in failed.stderr
 
 
-def test_a_failed_run_is_retried_over_http_and_by_the_cli(server: Server, api: httpx.Client) -> None:
+def test_a_failed_run_is_retried_over_http_and_by_the_cli(
+    server: Server, api: httpx.Client
+) -> None:
     run_id = _start(api, order_id=(order := _order()))
     _waiting_on(api, run_id, "paid")
     api.post(f"/signals/paid/{order}", json={"payload": {"amount": 5}})
@@ -543,9 +545,10 @@ def test_a_failed_run_is_retried_over_http_and_by_the_cli(server: Server, api: h
     assert [e["kind"] for e in run["history"]].count("signal.received") == 1  # not waited again
     again = api.post(f"/runs/{run_id}/retry", json={"actor": "op"})
     assert "is waiting, not failed" in _problem(again, 409)["detail"]
-    assert "nosuchrun" in _problem(api.post("/runs/nosuchrun/retry", json={"actor": "op"}), 404)[
-        "detail"
-    ]
+    assert (
+        "nosuchrun"
+        in _problem(api.post("/runs/nosuchrun/retry", json={"actor": "op"}), 404)["detail"]
+    )
 
     api.post(f"/runs/{run_id}/approvals/review", json=rejected)
     _run_when(api, run_id, lambda r: r["status"] == "failed")

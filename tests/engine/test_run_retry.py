@@ -116,7 +116,9 @@ def test_a_run_failing_twice_succeeds_on_its_third_attempt_without_rerunning_com
     ]
     assert all("charge backend down" in (e.error or "") for e in retrying)
     retried = events(run, "run.retried")
-    assert [(e.detail["run_attempt"], e.detail["resume"], e.detail["by_hand"]) for e in retried] == [
+    assert [
+        (e.detail["run_attempt"], e.detail["resume"], e.detail["by_hand"]) for e in retried
+    ] == [
         (2, "charge", False),
         (3, "charge", False),
     ]
@@ -360,7 +362,7 @@ def test_engine_retry_refuses_a_run_whose_failure_left_nowhere_to_go_on(
     engine.run_until_idle()
     assert run.status == wf.RunStatus.FAILED  # a strict merge conflict is never retried
     assert events(run, "run.retrying") == []
-    with pytest.raises(wf.UsageError, match="cannot go on.*restart_as_new"):
+    with pytest.raises(wf.UsageError, match=r"cannot go on.*restart_as_new"):
         engine.retry(run.id)
 
 
@@ -498,7 +500,9 @@ def saga_flow() -> wf.Workflow:
         s.then("reserve", max_attempts=1).compensate_with("release")
         s.then("charge", max_attempts=1).compensate_with("refund")
 
-    return wf.Workflow("trip", retry=THREE).start_with("check").saga(body, id="trip").then("receipt")
+    return (
+        wf.Workflow("trip", retry=THREE).start_with("check").saga(body, id="trip").then("receipt")
+    )
 
 
 def test_a_run_whose_failure_unwound_its_saga_is_retried_from_the_sagas_first_step(
@@ -526,10 +530,13 @@ def test_a_run_whose_failure_unwound_its_saga_is_retried_from_the_sagas_first_st
     assert run.data == {"room": "held", "payment": "held"}
     statuses = rows(
         engine,
-        "SELECT node_id, status FROM wf_saga_steps "
-        f"WHERE run_id = '{run.id}' ORDER BY position",
+        f"SELECT node_id, status FROM wf_saga_steps WHERE run_id = '{run.id}' ORDER BY position",
     )
-    assert statuses == [("reserve", "compensated"), ("reserve", "committed"), ("charge", "committed")]
+    assert statuses == [
+        ("reserve", "compensated"),
+        ("reserve", "committed"),
+        ("charge", "committed"),
+    ]
 
 
 def test_a_saga_failure_that_undid_nothing_is_retried_from_the_failed_step(

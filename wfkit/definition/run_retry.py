@@ -66,9 +66,7 @@ class RunRetry(BaseModel):
         """Words for the picture's title: attempts, delay and backoff."""
         backoff = f"{self.backoff:g}"
         then = "" if self.backoff == 1 else f", backoff x{backoff}"
-        return (
-            f"run retry: {self.max_attempts} attempts, {format_duration(self.delay)} apart{then}"
-        )
+        return f"run retry: {self.max_attempts} attempts, {format_duration(self.delay)} apart{then}"
 
 
 def run_retry_of(G: nx.MultiDiGraph) -> RunRetry | None:
