@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
-from wfkit.engine.run_retries import run_attempt, waiting_error
+from wfkit.engine.run_retries import record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
@@ -64,6 +64,7 @@ class Run:
             state.seq,
             {t: dict(tok) for t, tok in state.tokens.items()},
             run_attempt(state),
+            state.status == RunStatus.FAILED.value and record(state).get("resume") is not None,
         )
 
     def node(self, node_id: str) -> Node:

@@ -89,7 +89,8 @@ class RunView:
     ``tokens`` maps each token to where it stands: ``node``, ``st`` (ready, retry, wait, timer,
     suspended, run_retry...), ``att`` (attempt) and ``li`` (item index inside a for_each).
     ``run_attempt`` is the run attempt under way, or the last one that ended (1 for a run never
-    tried again; see :class:`~wfkit.RunRetry` and ``engine.retry``).
+    tried again; see :class:`~wfkit.RunRetry` and ``engine.retry``); ``retryable`` is True for a
+    failed run that ``engine.retry`` can take up from where it failed.
     """
 
     run_id: str
@@ -102,6 +103,7 @@ class RunView:
     seq: int
     tokens: dict[str, dict[str, Any]]
     run_attempt: int = 1
+    retryable: bool = False
 
     @property
     def in_flight(self) -> dict[str, tuple[str, int]]:
