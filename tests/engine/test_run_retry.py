@@ -4,11 +4,13 @@ it by hand."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 import wfkit as wf
+from wfkit.widgets.timeline import spans_of
 
 
 def events(run: wf.Run, kind: str) -> list[wf.Event]:
@@ -573,3 +575,54 @@ def test_a_saga_whose_first_step_has_no_compensation_goes_on_from_that_step(
     engine.run_until_idle()
     assert run.status == wf.RunStatus.COMPLETED
     assert trip.names() == ["check", "reserve", "charge", "release", "check", "reserve", "charge"]
+
+
+def test_the_timeline_draws_the_wait_for_the_next_run_attempt(engine, order, broken, clock) -> None:
+    broken["charge"] = 1
+    engine.register(order_flow(THREE))
+    run = engine.start("order", {})
+    engine.run_until_idle()
+    clock.advance("1m")
+    engine.run_until_idle()
+    spans = spans_of(run.history(), clock.now())
+    assert [(s.node_id, s.kind, s.outcome, s.seconds) for s in spans if s.kind == "wait"] == [
+        ("charge", "wait", "waited", 60.0)
+    ]
+    charge = [s.outcome for s in spans if s.node_id == "charge" and s.kind == "attempt"]
+    assert charge == ["failed", "succeeded"]
+
+
+def test_workers_retry_a_run_on_their_own_and_by_hand(open_engine, order, broken, clock) -> None:
+    broken["charge"] = 2
+    engine = open_engine()
+    engine.register(order_flow(wf.RunRetry(max_attempts=2, delay="1m")))
+    engine.start_workers(threads=2)
+    try:
+        run = engine.start("order", {})
+        wait_for(lambda: run.status == wf.RunStatus.WAITING)
+        clock.advance("1m")  # wakes the sleeping writer: the retry fails again, for good
+        wait_for(lambda: run.status == wf.RunStatus.FAILED)
+        engine.retry(run.id, actor="ops")
+        assert run.result(timeout=10) == {"prepared": 1}
+    finally:
+        engine.stop()
+    assert order.names() == ["prepare", "charge", "charge", "charge", "ship"]
+
+
+def test_a_retry_with_an_actor_that_cannot_be_stored_is_refused(engine, order, broken) -> None:
+    broken["charge"] = 1
+    engine.register(order_flow())
+    run = engine.start("order", {})
+    engine.run_until_idle()
+    before = len(run.history())
+    with pytest.raises(wf.UsageError, match="retrying run .* refused: the actor"):
+        engine.retry(run.id, actor="op\x00s")
+    assert len(run.history()) == before
+    assert run.status == wf.RunStatus.FAILED
+
+
+def wait_for(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
