@@ -615,7 +615,7 @@ def test_a_retry_with_an_actor_that_cannot_be_stored_is_refused(engine, order, b
     run = engine.start("order", {})
     engine.run_until_idle()
     before = len(run.history())
-    with pytest.raises(wf.UsageError, match="retrying run .* refused: the actor"):
+    with pytest.raises(wf.UsageError, match=r"retrying run .* refused: the actor"):
         engine.retry(run.id, actor="op\x00s")
     assert len(run.history()) == before
     assert run.status == wf.RunStatus.FAILED
