@@ -626,3 +626,109 @@ def wait_for(condition: Any, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+@pytest.fixture
+def nested_acts(acts, broken: dict[str, int]) -> Any:
+    def step(name: str) -> Any:
+        def body(ctx: wf.ActivityContext[dict[str, Any]]) -> None:
+            if broken.get(name, 0) > 0:
+                broken[name] -= 1
+                raise RuntimeError(f"{name} failed")
+            ctx.data[name] = True
+
+        return body
+
+    for name in ("check", "outer1", "inner1", "inner2", "after"):
+        acts.add(name, step(name))
+        acts.add(f"{name}.undo", lambda ctx, name=name: ctx.data.update({name: False}))
+    return acts
+
+
+def nested_flow(*, outer_compensable: bool, policy: str = "unwind") -> wf.Workflow:
+    """saga 'outer'[check, outer1, saga 'inner'(policy)[inner1, inner2], after]."""
+
+    def inner_body(s: wf.Steps) -> None:
+        s.then("inner1").compensate_with("inner1.undo")
+        s.then("inner2", max_attempts=1).compensate_with("inner2.undo")
+
+    def outer_body(s: wf.Steps) -> None:
+        s.then("check")
+        step = s.then("outer1")
+        if outer_compensable:
+            step.compensate_with("outer1.undo")
+        s.saga(inner_body, policy=policy, id="inner")
+        s.then("after", max_attempts=1)
+
+    return wf.Workflow("nest", retry=THREE).start_with().saga(outer_body, id="outer")
+
+
+def test_an_inner_saga_that_alone_was_undone_is_retried_from_its_own_first_step(
+    engine, nested_acts, broken, clock
+) -> None:
+    broken["inner2"] = 1
+    engine.register(nested_flow(outer_compensable=False))
+    run = engine.start("nest", {})
+    engine.run_until_idle()
+    assert events(run, "run.retrying")[0].detail["resume"] == "inner1"
+    clock.advance("1m")
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert nested_acts.names() == [
+        "check", "outer1", "inner1", "inner2", "inner1.undo",
+        "inner1", "inner2", "after",
+    ]  # fmt: skip
+
+
+def test_a_failure_that_undid_outer_steps_is_retried_from_the_outer_sagas_first_step(
+    engine, nested_acts, broken, clock
+) -> None:
+    broken["inner2"] = 1
+    engine.register(nested_flow(outer_compensable=True))
+    run = engine.start("nest", {})
+    engine.run_until_idle()
+    assert events(run, "run.retrying")[0].detail["resume"] == "check"
+    clock.advance("1m")
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert nested_acts.names() == [
+        "check", "outer1", "inner1", "inner2", "inner1.undo", "outer1.undo",
+        "check", "outer1", "inner1", "inner2", "after",
+    ]  # fmt: skip
+    assert run.data == {
+        "check": True,
+        "outer1": True,
+        "inner1": True,
+        "inner2": True,
+        "after": True,
+    }
+
+
+def test_a_left_inner_saga_undone_by_an_outer_failure_is_run_again(
+    engine, nested_acts, broken, clock
+) -> None:
+    broken["after"] = 1  # fails in 'outer' after 'inner' (policy unwind) was left
+    engine.register(nested_flow(outer_compensable=False))
+    run = engine.start("nest", {})
+    engine.run_until_idle()
+    assert [c for c in nested_acts.names() if c.endswith(".undo")] == ["inner2.undo", "inner1.undo"]
+    assert events(run, "run.retrying")[0].detail["resume"] == "check"
+    clock.advance("1m")
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert nested_acts.count("inner1") == 2 and nested_acts.count("after") == 2
+
+
+def test_a_kept_inner_saga_stands_and_the_retry_goes_on_from_the_failed_step(
+    engine, nested_acts, broken, clock
+) -> None:
+    broken["after"] = 1  # 'inner' (policy keep) was left: nothing of it is undone
+    engine.register(nested_flow(outer_compensable=False, policy="keep"))
+    run = engine.start("nest", {})
+    engine.run_until_idle()
+    assert [c for c in nested_acts.names() if c.endswith(".undo")] == []
+    assert events(run, "run.retrying")[0].detail["resume"] == "after"
+    clock.advance("1m")
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert nested_acts.count("inner1") == 1 and nested_acts.count("after") == 2

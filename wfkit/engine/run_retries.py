@@ -69,7 +69,8 @@ def resume_point(cp: Checkpoint, token_id: str, *, auto: bool = True) -> Resume 
 
 def after_unwind(cp: Checkpoint, unwind: dict[str, Any]) -> Resume | None:
     """The resume point of a run whose top-level saga unwind just finished: the failing step
-    when the unwind undid nothing, else the first step of the outermost saga it undid."""
+    when the unwind undid nothing, else the first step of the outermost saga whose steps it
+    undid (of the sagas the failing step is in)."""
     run, flow = cp.run, cp.flow
     failing = unwind["then"]["token"]
     resume = resume_point(cp, failing)
@@ -84,7 +85,11 @@ def after_unwind(cp: Checkpoint, unwind: dict[str, Any]) -> Resume | None:
     if not undone:
         return resume
     chain = flow.node_sagas(run.tokens[failing]["node"])
-    touched = {s for entry in undone for s in flow.saga_chain(entry["saga"])}
+    # each undone step was undone as part of the innermost saga of the failing chain holding
+    # it (a nested saga already left, policy="unwind", counts as the saga around it)
+    touched = {
+        next((s for s in flow.saga_chain(entry["saga"]) if s in chain), None) for entry in undone
+    }
     outermost = [s for s in chain if s in touched]
     if outermost:
         resume["node"] = _saga_entry(cp, outermost[-1], resume["node"])
