@@ -368,6 +368,26 @@ class Operations:
             When the run is unknown or not ``failed`` (a run waiting for its next attempt
             included), or failed where it cannot go on (say, a strict merge conflict or an
             abandoned compensation): nothing is changed.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> down = {"mail": True}
+        >>> @wf.activity("docs.mail-once")
+        ... def mail(ctx):
+        ...     if down["mail"]:
+        ...         raise RuntimeError("mail server down")
+        >>> engine = wf.Engine(":memory:")
+        >>> _ = engine.register(wf.Workflow("mailer").start_with("docs.mail-once", max_attempts=1))
+        >>> run = engine.start("mailer")
+        >>> engine.run_until_idle()
+        >>> run.explain()
+        'failed: RuntimeError: mail server down'
+        >>> down["mail"] = False
+        >>> engine.retry(run.id, actor="ops")
+        >>> engine.run_until_idle()
+        >>> run.status.value, run.view().run_attempt
+        ('completed', 2)
         """
         refuse_unstorable(UsageError, f"retrying run {run_id}", actor=actor)
 
