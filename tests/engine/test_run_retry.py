@@ -732,3 +732,19 @@ def test_a_kept_inner_saga_stands_and_the_retry_goes_on_from_the_failed_step(
     engine.run_until_idle()
     assert run.status == wf.RunStatus.COMPLETED
     assert nested_acts.count("inner1") == 1 and nested_acts.count("after") == 2
+
+
+def test_the_history_reads_with_the_run_attempts(engine, order, broken, clock) -> None:
+    broken["charge"] = 9
+    engine.register(order_flow(wf.RunRetry(max_attempts=2, delay="1m")))
+    run = engine.start("order", {})
+    engine.run_until_idle()
+    clock.advance("1m")
+    engine.run_until_idle()
+    lines = [str(e) for e in run.history() if e.kind.startswith("run.")]
+    assert lines == [
+        "00:00:00 run.started",
+        "00:00:00 run.retrying charge (run attempt 1): RuntimeError: charge backend down",
+        "00:01:00 run.retried charge (run attempt 2)",
+        "00:01:00 run.failed charge (run attempt 2): RuntimeError: charge backend down",
+    ]

@@ -48,6 +48,8 @@ class Event:
     def __str__(self) -> str:
         where = f" {self.node_id}" if self.node_id else ""
         attempt = f" (attempt {self.attempt})" if self.attempt else ""
+        if not attempt and self.detail.get("run_attempt"):  # run.retrying, .retried, .failed
+            attempt = f" (run attempt {self.detail['run_attempt']})"
         who = f" by {self.actor}" if self.actor else ""
         error = f": {self.error.strip().splitlines()[-1]}" if self.error else ""
         return f"{self.at:%H:%M:%S} {self.kind}{where}{attempt}{who}{error}"
