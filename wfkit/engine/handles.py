@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
-from wfkit.engine.run_retries import record, run_attempt, waiting_error
+from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
@@ -229,9 +229,9 @@ def explain(engine: Engine, run_id: str) -> str:
     now = engine.clock.now()
     if status == RunStatus.COMPLETED:
         return "completed"
-    if status == RunStatus.FAILED and state.flow.workflow.retry is not None:
-        attempt, budget, error = waiting_error(state)
-        return f"failed (run attempt {attempt} of {budget}): {error}"
+    if status == RunStatus.FAILED and budget(state.flow) is not None:
+        attempt, most, error = waiting_error(state)
+        return f"failed (run attempt {attempt} of {most}): {error}"
     if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
     if status == RunStatus.SUSPENDED:
@@ -272,8 +272,8 @@ def explain(engine: Engine, run_id: str) -> str:
             parts.append(f"retrying {what} (attempt {token['att']}) {in_words(due - now)}")
         elif token["st"] == TokenState.RUN_RETRY and token.get("due"):
             due = datetime.fromisoformat(token["due"])
-            attempt, budget, error = waiting_error(state)
-            of = f" of {budget}" if budget is not None else ""
+            attempt, most, error = waiting_error(state)
+            of = f" of {most}" if most is not None else ""
             parts.append(
                 f"failed (run attempt {attempt}{of}): {error}; tried again at {due:%H:%M} "
                 f"({in_words(due - now)}) from {node!r}"

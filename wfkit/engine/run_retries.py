@@ -13,6 +13,7 @@ token) is part of its state, so a pending retry survives a restart like any time
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import networkx as nx
@@ -20,13 +21,16 @@ import networkx as nx
 from wfkit.definition.kinds import NodeKind
 from wfkit.definition.run_retry import RunRetry
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, SagaEntryState, TokenState
+from wfkit.errors import DefinitionError
 
 __all__ = [
     "TIMER",
     "after_unwind",
+    "budget",
     "on_failed",
     "on_timer",
     "record",
@@ -36,12 +40,25 @@ __all__ = [
     "waiting_error",
 ]
 
+log = logging.getLogger("wfkit.engine")
+
 KEY = "run"  # the one entry of ``run.retry``
 TIMER = "run_retry"  # the timer kind of a run waiting for its next attempt
 
 Resume = dict[str, Any]
 """Where a failed run goes on: ``{"node", "token", "auto"}`` (``auto``: a RunRetry may retry
 it; False for ``on_failure="terminate"``, which only an operator retries)."""
+
+
+def budget(flow: CompiledFlow) -> RunRetry | None:
+    """The workflow's RunRetry; None without one, or when its stored graph holds a malformed one
+    (registration refuses those; a definition written to the store by other means is run as
+    having none, with a warning)."""
+    try:
+        return flow.workflow.retry
+    except DefinitionError as exc:
+        log.warning("%s; its runs are not retried", exc)
+        return None
 
 
 def record(run: RunState) -> dict[str, Any]:
@@ -121,7 +138,7 @@ def on_failed(
     its ``run.failed`` event."""
     run = cp.run
     attempt = run_attempt(run)
-    retry: RunRetry | None = cp.flow.workflow.retry
+    retry = budget(cp.flow)
     kept = {"attempt": attempt, "resume": None, "token": None}
     if resume is not None:
         kept.update(resume=resume["node"], token=resume["token"])
@@ -176,7 +193,7 @@ def _resume(cp: Checkpoint, *, by_hand: bool) -> None:
     for scope in list(run.visits):
         run.drop("visits", scope)
     run.set_status(RunStatus.RUNNING.value)
-    retry = flow.workflow.retry
+    retry = budget(flow)
     detail: dict[str, Any] = {"run_attempt": attempt, "resume": node_id, "by_hand": by_hand}
     if retry is not None:
         detail["max_attempts"] = retry.max_attempts
@@ -190,7 +207,7 @@ def _resume(cp: Checkpoint, *, by_hand: bool) -> None:
 def waiting_error(run: RunState) -> tuple[int, int | None, str]:
     """A run waiting for its next attempt: the attempt that failed, the budget, the error's
     last line."""
-    retry = run.flow.workflow.retry
+    retry = budget(run.flow)
     lines = [line for line in (run.error or "").strip().splitlines() if line.strip()]
     error = lines[-1].strip() if lines else "failed"
     return run_attempt(run), retry.max_attempts if retry is not None else None, error
