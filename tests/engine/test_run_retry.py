@@ -4,6 +4,7 @@ it by hand."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -748,3 +749,34 @@ def test_the_history_reads_with_the_run_attempts(engine, order, broken, clock) -
         "00:01:00 run.retried charge (run attempt 2)",
         "00:01:00 run.failed charge (run attempt 2): RuntimeError: charge backend down",
     ]
+
+
+def test_of_two_operators_retrying_one_failed_run_at_once_exactly_one_wins(
+    engine, order, broken
+) -> None:
+    broken["charge"] = 1
+    engine.register(order_flow())
+    run = engine.start("order", {})
+    engine.run_until_idle()
+    outcomes: list[str] = []
+    go = threading.Barrier(2)
+
+    def retry(actor: str) -> None:
+        go.wait()
+        try:
+            engine.retry(run.id, actor=actor)
+            outcomes.append("done")
+        except wf.UsageError as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=retry, args=(who,)) for who in ("ana", "bo")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(outcomes)[0] == "done"
+    assert "is running, not failed" in sorted(outcomes)[1]
+    assert len(events(run, "run.retried")) == 1
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert order.count("charge") == 2
