@@ -20,6 +20,7 @@ __all__ = [
     "RecoverRequest",
     "RestartRequest",
     "ResumeRequest",
+    "RetryRequest",
     "RunChange",
     "RunDetail",
     "RunList",
@@ -133,6 +134,12 @@ class RecoverRequest(_Request):
         description="retry the compensation, skip it (recorded as a decision), or abandon the "
         "unwind (the run fails as it stands)."
     )
+    actor: Actor
+
+
+class RetryRequest(_Request):
+    """Who tries a failed run again (from where it failed)."""
+
     actor: Actor
 
 

@@ -23,6 +23,7 @@ from wfkit.definition.expressions import check_names, parse_expression
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.run_retry import run_retry_problem
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.errors import ExpressionError
 
@@ -691,8 +692,15 @@ def _rule_text(ctx: _Context) -> Iterator[Problem]:
             )
 
 
+def _rule_run_retry(ctx: _Context) -> Iterator[Problem]:
+    problem = run_retry_problem(ctx.G)
+    if problem is not None:
+        yield Problem(code="bad-run-retry", message=problem)
+
+
 _RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
     _rule_text,
+    _rule_run_retry,
     _rule_nodes,
     _rule_start,
     _rule_outlets,

@@ -28,6 +28,7 @@ from wfkit.definition.graph import (
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.policy import Policy
 from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.run_retry import RunRetry, run_retry_of
 from wfkit.definition.validation import Registered, validate
 from wfkit.definition.values import text_problem
 from wfkit.errors import DefinitionError, UsageError
@@ -60,6 +61,9 @@ class Workflow(Steps):
         Runs pin the version they were started with; bump it when the graph changes.
     data : pydantic model class, optional
         Model of the data document; expressions and admissions are checked against it.
+    retry : RunRetry, optional
+        Try a run that failed for good again, from where it failed (see :class:`RunRetry`);
+        kept in the graph (``G.graph['run_retry']``), so it is part of the JSON and the hash.
 
     Examples
     --------
@@ -79,6 +83,7 @@ class Workflow(Steps):
         *,
         graph: nx.MultiDiGraph | None = None,
         strict_merges: bool | None = None,
+        retry: RunRetry | None = None,
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise UsageError(f"a workflow id must be a non-empty string, got {reprlib.repr(id)}")
@@ -106,6 +111,13 @@ class Workflow(Steps):
         (see :meth:`from_json`); kept so that ``to_json`` writes it back. ``None`` otherwise."""
         if strict_merges is not None:
             self._graph.graph[keys.STRICT_MERGES] = bool(strict_merges)
+        if retry is not None:
+            if not isinstance(retry, RunRetry):
+                raise UsageError(
+                    f"retry must be a wf.RunRetry, got {reprlib.repr(retry)}; write it like "
+                    "retry=wf.RunRetry(max_attempts=3, delay='1m')"
+                )
+            self._graph.graph[keys.RUN_RETRY] = retry.model_dump(mode="json")
 
     # --- building ---------------------------------------------------------------------------
 
@@ -113,6 +125,23 @@ class Workflow(Steps):
     def strict_merges(self) -> bool:
         """True when two parallel steps changing the same data path fail the run."""
         return bool(self._graph.graph.get(keys.STRICT_MERGES, False))
+
+    @property
+    def retry(self) -> RunRetry | None:
+        """The run retry budget (``None``: a run that fails for good stays failed).
+
+        Raises
+        ------
+        DefinitionError
+            When ``G.graph['run_retry']`` was edited into something that is not a RunRetry.
+        """
+        try:
+            return run_retry_of(self._graph)
+        except ValueError as exc:  # pydantic's ValidationError is one
+            raise DefinitionError(
+                f"Workflow {self.id!r} v{self.version}: G.graph['run_retry'] is malformed "
+                f"({_brief(exc)}); set it with wf.Workflow(..., retry=wf.RunRetry(...))"
+            ) from None
 
     @property
     def graph(self) -> nx.MultiDiGraph:
@@ -331,7 +360,12 @@ class Workflow(Steps):
         return self.validate() if enabled else []
 
     def _title(self) -> str:
-        return f"{self.id} v{self.version}"
+        try:
+            retry = run_retry_of(self._graph)
+        except ValueError:  # drawn anyway: validation reports it on the picture
+            retry = None
+        suffix = f" ({retry.describe()})" if retry is not None else ""
+        return f"{self.id} v{self.version}{suffix}"
 
     def _repr_svg_(self) -> str | None:
         try:

@@ -65,6 +65,13 @@ class Rules(Protocol):
         """The run ends while compensations are under way: record how they were left."""
         ...
 
+    def retry_run(
+        self, cp: Checkpoint, error: str, node_id: str | None, resume: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The run is to fail for good (``resume``: where it could go on): None when a run
+        retry takes the failure, else the detail of its ``run.failed`` event."""
+        ...
+
 
 @dataclass
 class EventRow:
@@ -285,11 +292,15 @@ class Checkpoint:
         self.event("step.failed", node_id, token_id, attempt=attempt, error=error)
         self.fail(token_id, error)
 
-    def fail_run(self, error: str, *, node_id: str | None = None) -> None:
+    def fail_run(
+        self, error: str, *, node_id: str | None = None, resume: dict[str, Any] | None = None
+    ) -> None:
         """End the run as failed: every token is removed, every attempt cancelled; the run fails
-        once the attempts in flight have ended (see :mod:`wfkit.engine.drains`)."""
-        if not self.rules.end(self, {"end": "failed", "error": error, "node": node_id}):
-            self.end_failed(error, node_id=node_id)
+        once the attempts in flight have ended (see :mod:`wfkit.engine.drains`). ``resume``:
+        where a run retry would go on (:mod:`wfkit.engine.run_retries`); None where none can."""
+        end = {"end": "failed", "error": error, "node": node_id, "resume": resume}
+        if not self.rules.end(self, end):
+            self.end_failed(error, node_id=node_id, resume=resume)
 
     def cancel_run(self, reason: str) -> None:
         """End the run as cancelled by an operator, once its attempts in flight have ended."""
@@ -297,11 +308,17 @@ class Checkpoint:
         if not self.rules.end(self, end):
             self.end_cancelled(reason)
 
-    def end_failed(self, error: str, *, node_id: str | None = None) -> None:
-        """Record the run failed (no token or attempt is left)."""
+    def end_failed(
+        self, error: str, *, node_id: str | None = None, resume: dict[str, Any] | None = None
+    ) -> None:
+        """Record the run failed (no token or attempt is left), unless a run retry parks it
+        for its next attempt."""
         self._close_sagas("failed")
+        detail = self.rules.retry_run(self, error, node_id, resume)
+        if detail is None:
+            return
         self.run.set_status(RunStatus.FAILED.value, error)
-        self.event("run.failed", node_id, error=error)
+        self.event("run.failed", node_id, error=error, detail=detail or None)
 
     def end_cancelled(self, reason: str, actor: str | None = None) -> None:
         """Record the run cancelled (no token or attempt is left) by ``actor`` (this
@@ -338,8 +355,12 @@ class Checkpoint:
 
     @property
     def woke(self) -> bool:
-        """True when the checkpoint woke its run: from waiting or suspended to running."""
-        asleep = self.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
+        """True when the checkpoint woke its run: from waiting, suspended or failed to running."""
+        asleep = self.start_status in (
+            RunStatus.WAITING.value,
+            RunStatus.SUSPENDED.value,
+            RunStatus.FAILED.value,  # tried again by hand (engine.retry)
+        )
         # not to end: a run that drains keeps the attempts it waits for
         return asleep and self.run.status == RunStatus.RUNNING.value and not self.run.ending
 

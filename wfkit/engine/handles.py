@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
+from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
@@ -62,6 +63,8 @@ class Run:
             dict(state.outputs),
             state.seq,
             {t: dict(tok) for t, tok in state.tokens.items()},
+            run_attempt(state),
+            state.status == RunStatus.FAILED.value and record(state).get("resume") is not None,
         )
 
     def node(self, node_id: str) -> Node:
@@ -177,6 +180,7 @@ class Run:
                 TokenState.WAIT: NodeStatus.WAITING.value,
                 TokenState.TIMER: NodeStatus.WAITING.value,
                 TokenState.RETRY: NodeStatus.RETRYING.value,
+                TokenState.RUN_RETRY: NodeStatus.RETRYING.value,
                 TokenState.SUSPENDED: NodeStatus.FAILED.value,
                 TokenState.CANCELLING: NodeStatus.CANCELLING.value,
             }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
@@ -241,6 +245,9 @@ def explain(engine: Engine, run_id: str) -> str:
     now = engine.clock.now()
     if status == RunStatus.COMPLETED:
         return "completed"
+    if status == RunStatus.FAILED and budget(state.flow) is not None:
+        attempt, most, error = waiting_error(state)
+        return f"failed (run attempt {attempt} of {most}): {error}"
     if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
     if status == RunStatus.SUSPENDED:
@@ -279,6 +286,14 @@ def explain(engine: Engine, run_id: str) -> str:
                 undo = state.saga.get(token["entry"], {}).get("comp", "?")
                 what = f"compensation {undo!r} of {node!r}"
             parts.append(f"retrying {what} (attempt {token['att']}) {in_words(due - now)}")
+        elif token["st"] == TokenState.RUN_RETRY and token.get("due"):
+            due = datetime.fromisoformat(token["due"])
+            attempt, most, error = waiting_error(state)
+            of = f" of {most}" if most is not None else ""
+            parts.append(
+                f"failed (run attempt {attempt}{of}): {error}; tried again at {due:%H:%M} "
+                f"({in_words(due - now)}) from {node!r}"
+            )
         elif token["st"] == "timer" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
             parts.append(

@@ -22,7 +22,18 @@ from wfkit.engine.flows import CompiledFlow
 
 __all__ = ["RunState"]
 
-_MAPS = ("tokens", "frames", "items", "visits", "outputs", "saga", "unwinds", "ending", "caller")
+_MAPS = (
+    "tokens",
+    "frames",
+    "items",
+    "visits",
+    "outputs",
+    "saga",
+    "unwinds",
+    "ending",
+    "caller",
+    "retry",
+)
 
 
 @dataclass
@@ -49,6 +60,8 @@ class RunState:
     ending: dict[str, dict[str, Any]] = field(default_factory=dict)
     # a child run's caller (key "run"): the calling run, its token and call node, the depth
     caller: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the run attempt and where a failed run goes on when tried again (engine/run_retries.py)
+    retry: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     # restored from the snapshot an engine wrote as it closed, with nothing running: its ready
     # steps were only queued (not suspects of a crash); any later checkpoint clears it

@@ -27,6 +27,7 @@ class TokenState(StrEnum):
     UNWINDING = "unwinding"  # failed for good; waits while its saga is unwound
     CANCELLING = "cancelling"  # removed while its attempt was in flight; waits for its outcome
     FAILED = "failed"  # a synthetic token standing for a failed join while it is routed
+    RUN_RETRY = "run_retry"  # its run failed; waits on the timer of the run's next attempt
 
 
 #: token states whose step has an attempt queued or running (or one still to be accounted for)
@@ -58,6 +59,8 @@ class EventKind(StrEnum):
     RUN_SUSPENDED = "run.suspended"
     RUN_RESUMED = "run.resumed"
     RUN_RESTARTED = "run.restarted"
+    RUN_RETRYING = "run.retrying"  # failed; tried again when its run_retry timer fires
+    RUN_RETRIED = "run.retried"  # the next run attempt started (timer or engine.retry)
     RUN_DRAINING = "run.draining"  # the run will end once its attempts in flight have ended
     RUN_APPENDED = "run.appended"  # engine.append grew the run's own graph (detail: hash, nodes)
     STEP_COMPLETED = "step.completed"

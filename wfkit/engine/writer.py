@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import drains, sagas
+from wfkit.engine import drains, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult, printable
 from wfkit.engine.failures import RULES
@@ -554,6 +554,9 @@ class Writer:
         if kind == drains.DRAIN and token["st"] == TokenState.CANCELLING:
             drains.on_deadline(self.checkpoint(run), token_id)
             return
+        if kind == run_retries.TIMER and token["st"] == TokenState.RUN_RETRY:
+            run_retries.on_timer(self.checkpoint(run), token_id)
+            return
         node = run.flow.nodes[token["node"]]
         cp = self.checkpoint(run)
         self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
@@ -787,9 +790,10 @@ class Writer:
                 parent,
                 actor,
             )
-        elif cp.start_status in TERMINAL_STATUSES:
+        elif cp.start_status in TERMINAL_STATUSES and run.status == cp.start_status:
             pass  # an ended run only gains events (e.g. restarted): its summary stands
-        elif run.status != RunStatus.RUNNING.value:
+        elif run.status != RunStatus.RUNNING.value or cp.start_status in TERMINAL_STATUSES:
+            # (a failed run tried again by hand is live again: its row must say so at once)
             rows.update = self._summary(run, cp.now)
             self.dirty.discard(run.run_id)
             # on a shared store another engine may have written its rows (e.g. blocked)

@@ -43,6 +43,7 @@ _WAIT_STARTS = (
     EventKind.APPROVAL_WAITING,
     EventKind.DELAY_STARTED,
     EventKind.CALL_STARTED,
+    EventKind.RUN_RETRYING,  # the failed run waits for its next attempt
 )
 _WAIT_ENDS = (
     EventKind.CALL_COMPLETED,
@@ -53,6 +54,7 @@ _WAIT_ENDS = (
     EventKind.APPROVAL_REJECTED,
     EventKind.APPROVAL_EXPIRED,
     EventKind.TIMER_FIRED,
+    EventKind.RUN_RETRIED,
 )
 _RUN_ENDS = (EventKind.RUN_COMPLETED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED)
 
