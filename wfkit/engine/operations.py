@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from wfkit.definition.durations import parse_duration
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.engine import sagas
+from wfkit.engine.admission import refusal
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes.wait import fit_payload
@@ -30,6 +31,7 @@ from wfkit.errors import SignalError, UsageError
 from wfkit.store.base import Statement
 
 if TYPE_CHECKING:
+    from wfkit.engine.admission import Gate
     from wfkit.engine.clock import Clock
     from wfkit.engine.scheduler import Scheduler
     from wfkit.engine.writer import Writer
@@ -72,6 +74,7 @@ class Operations:
     _writer: Writer
     _store: Store
     _scheduler: Scheduler
+    _gate: Gate
     clock: Clock
     max_payload: int
 
@@ -364,8 +367,13 @@ class Operations:
         if not RunStatus(status).terminal:
             raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
         flow = self._writer.flow(workflow_id, version, digest)
+        self._gate.check_active(flow, reload=self._store.shared)
+        reasons = self._gate.reasons(flow.workflow, json.loads(input_json), actor)
+        if reasons:
+            raise refusal(flow, reasons, f"restart of run {run_id} as a new run")
 
         def restart(writer: Writer) -> str:
+            self._gate.check_active(flow)  # a deactivate committed since the check above wins
             with self._holding(run_id) as old:
                 new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
                 writer.add_instance(new, input_json, actor, parent=run_id)

@@ -15,6 +15,13 @@ ON CONFLICT DO NOTHING;
 SELECT workflow_id, version, hash, graph, data_model, registered_at
 FROM wf_definitions ORDER BY workflow_id, version, registered_at;
 
+-- name: inactive_definitions
+-- The (workflow id, version) pairs deactivated with engine.deactivate.
+SELECT DISTINCT workflow_id, version FROM wf_definitions WHERE active = FALSE;
+
+-- name: set_definition_active
+UPDATE wf_definitions SET active = ? WHERE workflow_id = ? AND version = ?;
+
 -- name: runs_in_flight
 SELECT count(*) FROM wf_instances
 WHERE workflow_id = ? AND version = ? AND hash <> ?
@@ -267,14 +274,16 @@ SELECT run_id FROM wf_instances WHERE owner = ?;
 -- column, and its column-wise form for many rows. wfkit.store.copy reads the column lists from
 -- these blocks and checks them against both databases, so a migration that adds a column must
 -- add it here too (or name it in wfkit.store.copy.NOT_COPIED).
-INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at,
+                            active)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
 -- name: copy_wf_definitions_many
-INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at,
+                            active)
 SELECT unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
-       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]);
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::BOOLEAN[]);
 
 -- name: copy_wf_instances
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
