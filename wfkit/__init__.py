@@ -35,6 +35,8 @@ from wfkit.definition.rendering import RenderingUnavailable
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
+    CancelResult,
+    DefinitionInfo,
     Engine,
     Event,
     ManualClock,
@@ -74,8 +76,10 @@ __all__ = [
     "ActivityRegistry",
     "AdmissionError",
     "AtLeast",
+    "CancelResult",
     "Cancelled",
     "DefinitionError",
+    "DefinitionInfo",
     "Duration",
     "Engine",
     "Event",

@@ -419,14 +419,24 @@ def cancel_command(
     actor: Actor = None,
     db: Db = Path("runs.duckdb"),
 ) -> None:
-    """Cancel a run that has not ended."""
-    from wfkit.api.operate import operate, run_status, whoami
+    """Cancel a run (one that had already ended is left as it is)."""
+    from wfkit.api.operate import operate, whoami
 
     who = whoami(actor)
     with operate(db) as (target, via):
-        target.cancel(run_id, actor=who, reason=reason)
-        status = run_status(target, run_id)
-    typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")
+        done = target.cancel(run_id, actor=who, reason=reason)
+    if done.already_ended:
+        typer.echo(f"run {run_id} had already ended ({done.status.value}); nothing to cancel{via}")
+        return
+    stopping = (
+        f", {done.attempts_stopping} attempt(s) in flight asked to stop"
+        if done.attempts_stopping
+        else ""
+    )
+    typer.echo(
+        f"run {run_id}: cancelled by {who} ({done.pending_cancelled} pending step(s) "
+        f"cancelled{stopping}); the run is {done.status.value}{via}"
+    )
 
 
 # --- worker: one of many engine processes on a shared PostgreSQL database ---------------------

@@ -213,3 +213,17 @@ def test_an_action_the_engine_refuses_shows_why(engine, acts, on_step) -> None:
     assert "not suspended" in recovery.message.text
     assert on_step.status == wf.RunStatus.CANCELLED
     assert events(on_step, "run.resumed") == []
+
+
+def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engine, on_step) -> None:
+    recovery = Recovery(engine, actor="ana")
+    recovery.row(on_step.id).buttons["cancel"].click()
+    engine.cancel(on_step.id, actor="someone-else")  # between the click and the Yes
+    before = len(on_step.history())
+
+    recovery.confirm.yes_button.click()
+
+    assert recovery.message.kind == "error"
+    assert "had already ended (cancelled); nothing was cancelled" in recovery.message.text
+    assert len(on_step.history()) == before
+    assert [e.actor for e in events(on_step, "run.cancelled")] == ["someone-else"]

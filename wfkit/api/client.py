@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from wfkit.api.app import API_PREFIX
+from wfkit.engine.cancellation import CancelResult
+from wfkit.engine.records import RunStatus
 from wfkit.errors import AdmissionError, SignalError, StoreError, UsageError, WfkitError
 
 __all__ = ["ApiClient", "NoServer"]
@@ -158,10 +160,17 @@ class ApiClient:
         body = {"approved": approved, "actor": actor or "wfkit-cli", "comment": comment}
         self.request("POST", f"/runs/{_seg(run_id)}/approvals/{_seg(node)}", body)
 
-    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:
         """Like :meth:`Engine.cancel`."""
         body = {"actor": actor or "wfkit-cli", "reason": reason}
-        self.request("POST", f"/runs/{_seg(run_id)}/cancel", body)
+        done = self.request("POST", f"/runs/{_seg(run_id)}/cancel", body)
+        return CancelResult(
+            str(done["run_id"]),
+            int(done["pending_cancelled"]),
+            int(done["attempts_stopping"]),
+            bool(done["already_ended"]),
+            RunStatus(done["status"]),
+        )
 
     def recover_compensation(
         self, run_id: str, action: str = "retry", *, actor: str | None = None

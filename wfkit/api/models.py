@@ -12,6 +12,7 @@ from wfkit.engine import Event, RunInfo, RunStatus, WaitInfo
 
 __all__ = [
     "ApprovalRequest",
+    "CancelOutcome",
     "CancelRequest",
     "EventOut",
     "FieldError",
@@ -262,6 +263,20 @@ class RunChange(BaseModel):
     run_id: str
     status: RunStatus
     explain: str
+
+
+class CancelOutcome(RunChange):
+    """What cancelling a run did, and where it stands after."""
+
+    pending_cancelled: int = Field(
+        description="Steps, waits, approvals and timers that were pending and are now cancelled."
+    )
+    attempts_stopping: int = Field(
+        description="Attempts in flight asked to stop; the run is cancelled once they have."
+    )
+    already_ended: bool = Field(
+        description="The run had ended before the request: nothing was changed."
+    )
 
 
 class StartedRun(BaseModel):

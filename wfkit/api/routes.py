@@ -18,6 +18,7 @@ from wfkit.api.auth import require_token
 from wfkit.api.errors import PROBLEM_JSON, ApiProblem
 from wfkit.api.models import (
     ApprovalRequest,
+    CancelOutcome,
     CancelRequest,
     EventOut,
     Health,
@@ -312,14 +313,26 @@ def get_graph(engine: EngineDep, run_id: RunId) -> Response:
 
 @secured.post(
     "/runs/{run_id}/cancel",
-    summary="Cancel a run",
-    responses={**_BODY, **_NO_RUN, **_CONFLICT},
+    summary="Cancel a run (an ended run is left as it is)",
+    responses={**_BODY, **_NO_RUN},
 )
-def cancel_run(engine: EngineDep, run_id: RunId, body: CancelRequest) -> RunChange:
-    """Cancel a run that has not ended: its steps stop and its waits and timers go."""
+def cancel_run(engine: EngineDep, run_id: RunId, body: CancelRequest) -> CancelOutcome:
+    """Cancel a run: its steps stop and its waits and timers go.
+
+    Says how many pending steps, waits and timers were cancelled and how many attempts in
+    flight were asked to stop (the run is cancelled once they have). A run that had already
+    ended is left as it is: ``already_ended`` is true and nothing was changed.
+    """
     run = _run(engine, run_id)
-    engine.cancel(run_id, actor=body.actor, reason=body.reason)
-    return _change(run)
+    done = engine.cancel(run_id, actor=body.actor, reason=body.reason)
+    return CancelOutcome(
+        run_id=run.id,
+        status=done.status,
+        explain=run.explain(),
+        pending_cancelled=done.pending_cancelled,
+        attempts_stopping=done.attempts_stopping,
+        already_ended=done.already_ended,
+    )
 
 
 @secured.post(

@@ -22,6 +22,7 @@ from wfkit.definition.durations import parse_duration
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.engine import sagas
 from wfkit.engine.admission import refusal
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes.wait import fit_payload
@@ -78,17 +79,34 @@ class Operations:
     clock: Clock
     max_payload: int
 
-    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
-        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:
+        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded.
+
+        Returns a :class:`~wfkit.engine.cancellation.CancelResult`: how many pending steps,
+        waits and timers were cancelled, how many attempts in flight were asked to stop (the
+        run is cancelled once they have), and the run's status after the call. A run that had
+        already ended is left as it is (``already_ended=True``, nothing written).
+
+        Raises
+        ------
+        UsageError
+            For an unknown run, or an actor or reason that cannot be stored.
+        """
         refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
 
-        def cancel(writer: Writer) -> None:
+        def cancel(writer: Writer) -> CancelResult:
             with self._holding(run_id) as run:
-                if RunStatus(run.status).terminal:
-                    raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+                status = RunStatus(run.status)
+                if status.terminal:
+                    return CancelResult(run_id, 0, 0, True, status)
+                pending = len(run.tokens)
                 writer.checkpoint(run, actor).cancel_run(reason)
+                stopping = len(run.tokens)  # what is left: attempts the end waits for
+                return CancelResult(
+                    run_id, pending - stopping, stopping, False, RunStatus(run.status)
+                )
 
-        self._command(cancel)
+        return self._command(cancel)
 
     # --- waits --------------------------------------------------------------------------------
 
