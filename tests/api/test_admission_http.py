@@ -118,3 +118,29 @@ def test_cancel_answers_what_it_did_and_an_ended_run_is_left_alone(engine) -> No
     assert (second.json()["pending_cancelled"], second.json()["status"]) == (0, "cancelled")
     assert [e.kind for e in run.history()].count("run.cancelled") == 1
     assert unknown.status_code == 404, unknown.text
+
+
+def test_the_run_picture_draws_the_nodes_an_ended_run_never_reached_grey(engine) -> None:
+    from xml.etree import ElementTree
+
+    from wfkit.api.routes import NODE_COLOURS
+
+    engine.register(
+        wf.Workflow("branch").start_with().if_("x > 1", then=lambda b: b.end(), id="big")
+    )
+    run = engine.start("branch", {"x": 0}, actor="ana")
+    engine.run_until_idle()
+    with serving(create_app(engine, TOKEN)) as client:
+        picture = client.get(f"/runs/{run.id}/graph.svg", headers=AUTH)
+        detail = client.get(f"/runs/{run.id}", headers=AUTH).json()
+
+    assert picture.status_code == 200, picture.text
+    svg = "{http://www.w3.org/2000/svg}"
+    fills = {
+        g.get("id"): {shape.get("fill") for shape in g.iter() if shape.get("fill")}
+        for g in ElementTree.fromstring(picture.content).iter(f"{svg}g")
+        if (g.get("id") or "").startswith("node-")
+    }
+    (end,) = [n for n, s in detail["nodes"].items() if s == "skipped"]
+    assert NODE_COLOURS["skipped"] in fills[f"node-{end}"]
+    assert detail["nodes"]["big"] == "succeeded"

@@ -53,7 +53,7 @@ NODE_COLOURS = {
     NodeStatus.RETRYING.value: "#ffe0b2",
     NodeStatus.COMPENSATING.value: "#f3e5f5",
     NodeStatus.COMPENSATED.value: "#e1bee7",
-    NodeStatus.SKIPPED.value: "#eeeeee",
+    NodeStatus.SKIPPED.value: "#f5f5f5",
     NodeStatus.BLOCKED.value: "#eceff1",
     NodeStatus.CANCELLING.value: "#e0e0e0",
     NodeStatus.SUSPENDED.value: "#fff3e0",
