@@ -439,6 +439,39 @@ def cancel_command(
     )
 
 
+def _set_active(workflow_id: str, version: int, db: Path, active: bool) -> None:
+    from wfkit.api.operate import active_versions, operate
+
+    with operate(db) as (target, via):
+        (target.activate if active else target.deactivate)(workflow_id, version)
+        takes = active_versions(target, workflow_id)
+    listed = ", ".join(f"v{v}" for v in takes) or "none"
+    done = "takes new runs again" if active else "takes no new runs (its runs in flight finish)"
+    typer.echo(f"workflow {workflow_id!r} v{version} {done}; active versions: {listed}{via}")
+
+
+WorkflowArg = Annotated[str, typer.Argument(metavar="ID", help="The workflow id")]
+VersionArg = Annotated[int, typer.Argument(metavar="VERSION", min=1, help="The version")]
+
+
+@app.command("deactivate")
+@_oneline
+def deactivate_command(
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+) -> None:
+    """Refuse new runs of workflow ID VERSION; its runs in flight finish."""
+    _set_active(workflow_id, version, db, False)
+
+
+@app.command("activate")
+@_oneline
+def activate_command(
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+) -> None:
+    """Take new runs of a deactivated workflow ID VERSION again."""
+    _set_active(workflow_id, version, db, True)
+
+
 # --- worker: one of many engine processes on a shared PostgreSQL database ---------------------
 
 

@@ -535,6 +535,28 @@ def test_the_cli_sends_signals_and_decisions_through_the_running_server(
         f"run {other} had already ended (cancelled); nothing to cancel "
         f"(via the server at {server.url})"
     )
+
+    off = _wfkit("deactivate", "http-order", "1", "--db", db)
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.strip() == (
+        "workflow 'http-order' v1 takes no new runs (its runs in flight finish); active "
+        f"versions: none (via the server at {server.url})"
+    )
+    try:
+        assert api.get("/workflows/http-order").json() == {
+            "workflow": "http-order",
+            "versions": [{"version": 1, "active": False}],
+        }
+        refused = _problem(api.post("/runs", json={"workflow": "http-order", "data": {}}), 400)
+        assert refused["reasons"] == ["every version of workflow 'http-order' is deactivated"]
+        unknown = _wfkit("activate", "http-order", "9", "--db", db)
+        assert unknown.returncode == 1
+        assert "has no version 9" in unknown.stderr
+        assert "nope" in _problem(api.post("/workflows/nope/1/deactivate"), 404)["detail"]
+    finally:
+        on = _wfkit("activate", "http-order", "1", "--db", db)
+    assert on.returncode == 0, on.stderr
+    assert "active versions: v1" in on.stdout
     assert api.get(f"/runs/{other}").json()["status"] == "cancelled"
 
     failed = _wfkit("recover", other, "--action", "skip", "--db", db)

@@ -131,6 +131,28 @@ def test_cancel_records_the_actor_and_says_a_second_time_that_the_run_had_ended(
     assert second.stdout == f"run {run_id} had already ended (cancelled); nothing to cancel\n"
 
 
+def test_deactivate_and_activate_a_version_on_the_file(db: Path) -> None:
+    in_flight = _start(db, "o-6")
+
+    off = invoke("deactivate", "http-order", "1", "--db", str(db))
+    assert off.exit_code == 0, off.output
+    assert off.stdout == (
+        "workflow 'http-order' v1 takes no new runs (its runs in flight finish); "
+        "active versions: none\n"
+    )
+    with wf.Engine(db) as engine:
+        with pytest.raises(wf.AdmissionError, match="deactivated"):
+            engine.start("http-order", {"order_id": "o-7"})
+        assert engine.run(in_flight).status == wf.RunStatus.WAITING
+    on = invoke("activate", "http-order", "1", "--db", str(db))
+    assert on.exit_code == 0, on.output
+    assert on.stdout == "workflow 'http-order' v1 takes new runs again; active versions: v1\n"
+    unknown = invoke("deactivate", "http-order", "7", "--db", str(db))
+    assert unknown.exit_code == 1
+    assert "has no version 7 (versions: 1)" in unknown.stderr
+    assert _start(db, "o-8")
+
+
 def test_a_missing_file_is_an_error_not_a_new_database(tmp_path: Path) -> None:
     missing = tmp_path / "nope.duckdb"
     result = invoke("cancel", "r-1", "--db", str(missing))

@@ -179,6 +179,19 @@ class ApiClient:
         body = {"action": action, "actor": actor or "wfkit-cli"}
         self.request("POST", f"/runs/{_seg(run_id)}/recover", body)
 
+    def deactivate(self, workflow_id: str, version: int) -> None:
+        """Like :meth:`Engine.deactivate`."""
+        self.request("POST", f"/workflows/{_seg(workflow_id)}/{int(version)}/deactivate")
+
+    def activate(self, workflow_id: str, version: int) -> None:
+        """Like :meth:`Engine.activate`."""
+        self.request("POST", f"/workflows/{_seg(workflow_id)}/{int(version)}/activate")
+
+    def active_versions(self, workflow_id: str) -> list[int]:
+        """The versions of ``workflow_id`` that take new runs."""
+        found = self.request("GET", f"/workflows/{_seg(workflow_id)}")
+        return [int(v["version"]) for v in found["versions"] if v["active"]]
+
     def status(self, run_id: str) -> str:
         """The run's status."""
         return str(self.request("GET", f"/runs/{_seg(run_id)}")["status"])

@@ -29,8 +29,10 @@ __all__ = [
     "SignalResult",
     "StartRequest",
     "StartedRun",
+    "VersionOut",
     "WaitList",
     "WaitOut",
+    "WorkflowVersions",
 ]
 
 Actor = Annotated[
@@ -163,6 +165,20 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
     version: str = Field(description="The wfkit version serving.")
     workflows: dict[str, list[int]] = Field(description="Registered workflow ids and versions.")
+
+
+class VersionOut(BaseModel):
+    """One registered version of a workflow."""
+
+    version: int
+    active: bool = Field(description="False once deactivated: new runs are refused.")
+
+
+class WorkflowVersions(BaseModel):
+    """The registered versions of one workflow and which take new runs."""
+
+    workflow: str
+    versions: list[VersionOut]
 
 
 class SignalResult(BaseModel):

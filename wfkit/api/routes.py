@@ -33,8 +33,10 @@ from wfkit.api.models import (
     SignalResult,
     StartedRun,
     StartRequest,
+    VersionOut,
     WaitList,
     WaitOut,
+    WorkflowVersions,
 )
 from wfkit.definition.rendering import to_svg
 from wfkit.engine import Engine, Run
@@ -99,6 +101,8 @@ RunId = Annotated[str, Path(min_length=1, max_length=100, description="The run's
 Name = Annotated[str, Path(min_length=1, max_length=200, description="The signal's name.")]
 Key = Annotated[str, Path(min_length=1, max_length=200, description="The correlation key.")]
 NodeId = Annotated[str, Path(min_length=1, max_length=200, description="The approval's node id.")]
+WorkflowId = Annotated[str, Path(min_length=1, max_length=200, description="The workflow id.")]
+Version = Annotated[int, Path(ge=1, description="The workflow version.")]
 
 
 def _run(engine: Engine, run_id: str) -> Run:
@@ -371,6 +375,66 @@ def restart_run(engine: EngineDep, run_id: RunId, body: RestartRequest) -> JSONR
     _run(engine, run_id)
     new = engine.restart_as_new(run_id, actor=body.actor)
     return _created(_started(engine, new, restart_of=run_id))
+
+
+# --- workflow versions ---------------------------------------------------------------------------
+
+_NO_WORKFLOW: Responses = {404: _problem("There is no such workflow or version.")}
+
+
+def _versions(engine: Engine, workflow: str) -> WorkflowVersions:
+    found = [d for d in engine.definitions() if d.workflow_id == workflow]
+    if not found:
+        known = ", ".join(sorted(engine.workflows())) or "none"
+        raise ApiProblem(
+            404,
+            "unknown-workflow",
+            f"no workflow {workflow!r} is registered on this server (registered: {known})",
+        )
+    return WorkflowVersions(
+        workflow=workflow, versions=[VersionOut(version=d.version, active=d.active) for d in found]
+    )
+
+
+@secured.get(
+    "/workflows/{workflow}",
+    summary="A workflow's versions and which take new runs",
+    responses=_NO_WORKFLOW,
+)
+def get_workflow(engine: EngineDep, workflow: WorkflowId) -> WorkflowVersions:
+    """Every registered version of the workflow; deactivated ones refuse new runs."""
+    return _versions(engine, workflow)
+
+
+def _set_active(engine: Engine, workflow: str, version: int, active: bool) -> WorkflowVersions:
+    try:
+        (engine.activate if active else engine.deactivate)(workflow, version)
+    except UsageError as exc:
+        raise ApiProblem(404, "unknown-workflow", " ".join(str(exc).split())) from None
+    return _versions(engine, workflow)
+
+
+@secured.post(
+    "/workflows/{workflow}/{version}/deactivate",
+    summary="Refuse new runs of a workflow version (its runs in flight finish)",
+    responses=_NO_WORKFLOW,
+)
+def deactivate_version(
+    engine: EngineDep, workflow: WorkflowId, version: Version
+) -> WorkflowVersions:
+    """New runs of this version are refused; a start without a version takes the latest
+    active one. Kept in the store."""
+    return _set_active(engine, workflow, version, False)
+
+
+@secured.post(
+    "/workflows/{workflow}/{version}/activate",
+    summary="Take new runs of a deactivated workflow version again",
+    responses=_NO_WORKFLOW,
+)
+def activate_version(engine: EngineDep, workflow: WorkflowId, version: Version) -> WorkflowVersions:
+    """The opposite of deactivate."""
+    return _set_active(engine, workflow, version, True)
 
 
 # --- waits ---------------------------------------------------------------------------------------
