@@ -298,10 +298,14 @@ class Engine(Operations, Admission):
     ) -> Run:
         """Admit a run: validate its data, then write the run and its first steps atomically.
 
+        Without ``version``, the latest active version (see :meth:`deactivate`). The data is
+        checked against the workflow's model, then every admission policy is asked
+        (:meth:`add_admission_policy`).
+
         Raises
         ------
         AdmissionError
-            Listing every reason; nothing is written.
+            Listing every reason (the model's, then the policies'); nothing is written.
         """
         return self.start_many(workflow_id, [data], version=version, actor=actor)[0]
 
