@@ -36,6 +36,8 @@ from wfkit.definition.run_retry import RunRetry
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
+    CancelResult,
+    DefinitionInfo,
     Engine,
     Event,
     ManualClock,
@@ -75,8 +77,10 @@ __all__ = [
     "ActivityRegistry",
     "AdmissionError",
     "AtLeast",
+    "CancelResult",
     "Cancelled",
     "DefinitionError",
+    "DefinitionInfo",
     "Duration",
     "Engine",
     "Event",

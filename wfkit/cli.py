@@ -419,14 +419,57 @@ def cancel_command(
     actor: Actor = None,
     db: Db = Path("runs.duckdb"),
 ) -> None:
-    """Cancel a run that has not ended."""
-    from wfkit.api.operate import operate, run_status, whoami
+    """Cancel a run (one that had already ended is left as it is)."""
+    from wfkit.api.operate import operate, whoami
 
     who = whoami(actor)
     with operate(db) as (target, via):
-        target.cancel(run_id, actor=who, reason=reason)
-        status = run_status(target, run_id)
-    typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")
+        done = target.cancel(run_id, actor=who, reason=reason)
+    if done.already_ended:
+        typer.echo(f"run {run_id} had already ended ({done.status.value}); nothing to cancel{via}")
+        return
+    stopping = (
+        f", {done.attempts_stopping} attempt(s) in flight asked to stop"
+        if done.attempts_stopping
+        else ""
+    )
+    typer.echo(
+        f"run {run_id}: cancelled by {who} ({done.pending_cancelled} pending step(s) "
+        f"cancelled{stopping}); the run is {done.status.value}{via}"
+    )
+
+
+def _set_active(workflow_id: str, version: int, db: Path, active: bool) -> None:
+    from wfkit.api.operate import active_versions, operate
+
+    with operate(db) as (target, via):
+        (target.activate if active else target.deactivate)(workflow_id, version)
+        takes = active_versions(target, workflow_id)
+    listed = ", ".join(f"v{v}" for v in takes) or "none"
+    done = "takes new runs again" if active else "takes no new runs (its runs in flight finish)"
+    typer.echo(f"workflow {workflow_id!r} v{version} {done}; active versions: {listed}{via}")
+
+
+WorkflowArg = Annotated[str, typer.Argument(metavar="ID", help="The workflow id")]
+VersionArg = Annotated[int, typer.Argument(metavar="VERSION", min=1, help="The version")]
+
+
+@app.command("deactivate")
+@_oneline
+def deactivate_command(
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+) -> None:
+    """Refuse new runs of workflow ID VERSION; its runs in flight finish."""
+    _set_active(workflow_id, version, db, False)
+
+
+@app.command("activate")
+@_oneline
+def activate_command(
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+) -> None:
+    """Take new runs of a deactivated workflow ID VERSION again."""
+    _set_active(workflow_id, version, db, True)
 
 
 @app.command("retry")

@@ -5,13 +5,17 @@ It imports the definition and store layers, never the API or widgets.
 
 from __future__ import annotations
 
+from wfkit.engine.admission import DefinitionInfo
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
 
 __all__ = [
+    "CancelResult",
     "Clock",
+    "DefinitionInfo",
     "Engine",
     "Event",
     "ManualClock",

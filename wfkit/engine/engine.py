@@ -21,6 +21,7 @@ from wfkit.definition.graph import graph_from_data
 from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
+from wfkit.engine.admission import Admission, Gate, refusal
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.growth import Growth
@@ -61,7 +62,7 @@ def _close_at_exit() -> None:
             log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
-class Engine(Operations, Growth):
+class Engine(Operations, Growth, Admission):
     """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
 
     Parameters
@@ -140,6 +141,7 @@ class Engine(Operations, Growth):
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
         self._grown: dict[tuple[str, int, str], str] = {}
+        self._gate = Gate(self._store, self._latest)
         self._closed = False
         self._load_definitions()
         self._writer.reload_flows = self._load_definitions
@@ -283,7 +285,8 @@ class Engine(Operations, Growth):
             raise UsageError(str(exc)) from None
 
     def workflows(self) -> dict[str, list[int]]:
-        """Registered workflow ids and their versions."""
+        """Registered workflow ids and their versions, active or not (:meth:`definitions`
+        says which versions take new runs)."""
         return {wid: sorted(versions) for wid, versions in sorted(self._latest.items())}
 
     def _resolve(self, workflow_id: str, version: int | None) -> CompiledFlow:
@@ -326,10 +329,14 @@ class Engine(Operations, Growth):
     ) -> Run:
         """Admit a run: validate its data, then write the run and its first steps atomically.
 
+        Without ``version``, the latest active version (see :meth:`deactivate`). The data is
+        checked against the workflow's model, then every admission policy is asked
+        (:meth:`add_admission_policy`).
+
         Raises
         ------
         AdmissionError
-            Listing every reason; nothing is written.
+            Listing every reason (the model's, then the policies'); nothing is written.
         """
         return self.start_many(workflow_id, [data], version=version, actor=actor)[0]
 
@@ -367,12 +374,14 @@ class Engine(Operations, Growth):
     ) -> Callable[[Writer], list[str]]:
         """Check documents before anything is queued (AdmissionError writes nothing); return
         the command that adds the runs to the writer's batch."""
-        flow = self._resolve(workflow_id, version)
+        flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
+        self._gate.check_active(flow)
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
-        docs = [self._admit(flow, d) for d in documents]
+        docs = [self._admit(flow, d, actor) for d in documents]
         texts = [json.dumps(doc, separators=(",", ":")) for doc in docs]
 
         def admit(writer: Writer) -> list[str]:
+            self._gate.check_active(flow)  # a deactivate committed since the check above wins
             ids: list[str] = []
             for doc, text in zip(docs, texts, strict=True):
                 run = RunState(uuid.uuid4().hex[:16], flow, doc)
@@ -385,30 +394,37 @@ class Engine(Operations, Growth):
 
         return admit
 
-    def _admit(self, flow: CompiledFlow, data: Any) -> dict[str, Any]:
+    def _admit(self, flow: CompiledFlow, data: Any, actor: str | None = None) -> dict[str, Any]:
+        """The document as admitted; ``AdmissionError`` with the model's errors and then every
+        admission policy's reasons (policies see the data as given when the model refused it)."""
         model = flow.data_model
         if data is None:
             data = {}
         problems = validate_data(data, model, max_payload=self.max_payload)
+        doc: dict[str, Any] | None = None
         if problems:
             reasons = [p.message for p in problems]
-            raise AdmissionError(
-                f"run of {flow.id!r} v{flow.version} refused, nothing was written:\n"
-                + "\n".join(f"  - {r}" for r in reasons),
-                reasons,
-            )
-        if model is not None:
+        elif model is not None:
             source = data.model_dump() if isinstance(data, BaseModel) else data
-            return model.model_validate(source).model_dump(mode="json")
-        if isinstance(data, BaseModel):
-            return data.model_dump(mode="json")
-        if not isinstance(data, dict):
+            doc = model.model_validate(source).model_dump(mode="json")
+        elif isinstance(data, BaseModel):
+            doc = data.model_dump(mode="json")
+        elif not isinstance(data, dict):
             raise AdmissionError(
                 f"run of {flow.id!r} refused: the data document must be a JSON object (a dict), "
                 f"got {type(data).__name__}; wrap it, e.g. {{'value': ...}}",
                 ["data is not an object"],
             )
-        return json.loads(json.dumps(data))
+        else:
+            doc = json.loads(json.dumps(data))
+        if doc is not None:
+            reasons = self._gate.reasons(flow.workflow, doc, actor)
+        else:
+            given = data.model_dump() if isinstance(data, BaseModel) else data
+            reasons += self._gate.reasons(flow.workflow, given, actor)
+        if reasons or doc is None:
+            raise refusal(flow, reasons)
+        return doc
 
     # --- driving ------------------------------------------------------------------------------
 

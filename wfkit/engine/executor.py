@@ -140,6 +140,9 @@ class AttemptResult:
     base_version: int = 0
     error: str | None = None
     fallback: bool = False
+    # the return value cannot be stored, so its node cannot use it: the step leaves through
+    # `fallback` where that outlet is connected (else it is an ordinary failed attempt)
+    unusable: bool = False
     cancelled: bool = False
     crashed: bool = False  # the engine process died during the attempt (found at recovery)
 
@@ -236,7 +239,9 @@ def run_attempt(
             output = _call(job, ctx)
         after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         patch = _patch(base, after)
-        problem = _stored_problem(job, after, patch, output)
+        problem = _output_problem(job, output)
+        result.unusable = problem is not None
+        problem = problem or _stored_problem(job, after, patch)
         if problem is not None:
             result.error = problem
             result.ended_at = now()
@@ -294,16 +299,19 @@ def _patch_problem(patch: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _stored_problem(
-    job: Job, data: Any, patch: list[dict[str, Any]] | None, output: Any
-) -> str | None:
-    """Why the attempt's data change or return value cannot be recorded, or None."""
+def _output_problem(job: Job, output: Any) -> str | None:
+    """Why the attempt's return value cannot be recorded, or None."""
     problem = json_problem(output, "return value")
-    if problem is not None:
-        return (
-            f"activity {job.activity!r} returned a value that is not JSON or cannot be "
-            f"stored ({problem}); return a dict of plain values (or None)"
-        )
+    if problem is None:
+        return None
+    return (
+        f"activity {job.activity!r} returned a value that is not JSON or cannot be "
+        f"stored ({problem}); return a dict of plain values (or None)"
+    )
+
+
+def _stored_problem(job: Job, data: Any, patch: list[dict[str, Any]] | None) -> str | None:
+    """Why the attempt's data change cannot be recorded, or None."""
     if patch == []:
         return None  # the document did not change
     problem = json_problem(data, "ctx.data") if patch is None else _patch_problem(patch)

@@ -133,14 +133,21 @@ class Run:
         return self._engine._explain(self.id)
 
     def node_statuses(self) -> dict[str, str]:
-        """Status of every node this run reached: succeeded, failed, running, waiting,
-        retrying, blocked (its activity is not registered in this process), cancelling,
-        compensating, compensated or skipped (nodes not reached are absent)."""
+        """Status of the run's nodes: succeeded, failed, running, waiting, retrying, blocked
+        (its activity is not registered in this process), cancelling, compensating,
+        compensated or skipped (an operator skipped its compensation).
+
+        Once the run has ended (completed, failed or cancelled), every node it never reached
+        is ``skipped`` too; while it is in flight, nodes not reached yet are absent. Nodes it
+        reached that have no status of their own (start, end) are absent.
+        """
         statuses: dict[str, str] = {}
+        named: set[str] = set()
         for event in self.history():
             node = event.node_id
             if node is None:
                 continue
+            named.add(node)
             if event.kind in (
                 EventKind.STEP_COMPLETED,
                 EventKind.DECISION_TAKEN,
@@ -168,6 +175,9 @@ class Run:
             elif event.kind == EventKind.COMPENSATION_SKIPPED:
                 statuses[node] = NodeStatus.SKIPPED.value
         state = self._engine._state(self.id)
+        if RunStatus(state.status).terminal:
+            for node in _unreached(state, named):
+                statuses.setdefault(node, NodeStatus.SKIPPED.value)
         for token in state.tokens.values():
             if unregistered_activity(self._engine, state, token) is not None:
                 statuses[token["node"]] = NodeStatus.BLOCKED.value
@@ -185,6 +195,17 @@ class Run:
                 TokenState.CANCELLING: NodeStatus.CANCELLING.value,
             }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
         return statuses
+
+
+def _unreached(state: RunState, named: set[str]) -> list[str]:
+    """Nodes of the run's graph that no token ever arrived at (every arrival but a join's
+    counts a visit) and that no event names (a join is named once it decided or heard of a
+    failed branch)."""
+    nodes = state.flow.nodes
+    reached = set(named)
+    for scope in state.visits:
+        reached.add(scope if scope in nodes else scope.rpartition("|")[0])
+    return [node for node in nodes if node not in reached]
 
 
 def _last_line(text: str) -> str:

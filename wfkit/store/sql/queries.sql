@@ -22,6 +22,13 @@ FROM wf_definitions ORDER BY workflow_id, version, registered_at;
 -- The runs' own graphs grown by engine.append (not registered versions).
 SELECT workflow_id, version, hash, grown_from FROM wf_definitions WHERE grown_from IS NOT NULL;
 
+-- name: inactive_definitions
+-- The (workflow id, version) pairs deactivated with engine.deactivate.
+SELECT DISTINCT workflow_id, version FROM wf_definitions WHERE active = FALSE;
+
+-- name: set_definition_active
+UPDATE wf_definitions SET active = ? WHERE workflow_id = ? AND version = ?;
+
 -- name: runs_in_flight
 -- A run on a graph grown from the registered one (engine.append) counts by the graph it grew
 -- from.
@@ -296,15 +303,16 @@ SELECT run_id FROM wf_instances WHERE owner = ?;
 -- these blocks and checks them against both databases, so a migration that adds a column must
 -- add it here too (or name it in wfkit.store.copy.NOT_COPIED).
 INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
-                            grown_from)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            grown_from, active)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
 -- name: copy_wf_definitions_many
 INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
-                            grown_from)
+                            grown_from, active)
 SELECT unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
-       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::BOOLEAN[]);
 
 -- name: copy_wf_instances
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
