@@ -240,6 +240,7 @@ def test_retry_run_goes_on_with_a_failed_run_from_where_it_failed(engine, acts) 
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.calls == ["fetch", "store", "store"]  # fetch did not run again
 
+
 def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engine, on_step) -> None:
     recovery = Recovery(engine, actor="ana")
     recovery.row(on_step.id).buttons["cancel"].click()
