@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
+from wfkit.engine.queues import unserved_queue, unserved_words
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
@@ -119,7 +120,8 @@ class Run:
 
     def node_statuses(self) -> dict[str, str]:
         """Status of every node this run reached: succeeded, failed, running, waiting,
-        retrying, blocked (its activity is not registered in this process), cancelling,
+        retrying, blocked (its activity is not registered in this process, or its queue is
+        not served by this engine's workers), cancelling,
         compensating, compensated or skipped (nodes not reached are absent)."""
         statuses: dict[str, str] = {}
         for event in self.history():
@@ -152,7 +154,9 @@ class Run:
                 statuses[node] = NodeStatus.SKIPPED.value
         state = self._engine._state(self.id)
         for token in state.tokens.values():
-            if unregistered_activity(self._engine, state, token) is not None:
+            if unregistered_activity(self._engine, state, token) is not None or (
+                engine_unserved(self._engine, state, token) is not None
+            ):
                 statuses[token["node"]] = NodeStatus.BLOCKED.value
                 continue
             if "comp" in token:
@@ -246,7 +250,10 @@ def explain(engine: Engine, run_id: str) -> str:
     for _token_id, token in sorted(state.tokens.items()):
         node = token["node"]
         missing = unregistered_activity(engine, state, token)
-        if missing is not None:
+        queue = engine_unserved(engine, state, token) if missing is None else None
+        if queue is not None:
+            parts.append(unserved_words(node, queue))
+        elif missing is not None:
             parts.append(
                 f"step {node!r} waits for activity {missing!r}, which is not registered in this "
                 f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
@@ -303,6 +310,11 @@ def unregistered_activity(engine: Engine, state: RunState, token: dict[str, Any]
     if not name or name in engine.registry:
         return None
     return str(name)
+
+
+def engine_unserved(engine: Engine, state: RunState, token: dict[str, Any]) -> str | None:
+    """The queue a ready step waits for when this engine's workers do not serve it."""
+    return unserved_queue(engine.registry, engine._scheduler.queues, state, token)
 
 
 def check_known(engine: Engine, run_id: str) -> None:

@@ -45,6 +45,10 @@ class Leases:
         # runs given back because this process lacks an activity they wait for: not claimed
         # again before the time given, so that engines that have it take them
         self.backoff: dict[str, datetime] = {}
+        # the queues this engine's workers serve (None: every queue), and the runs it claimed
+        # that were handed over for one of them (see hand_over)
+        self.queues: frozenset[str] | None = None
+        self.granted: set[str] = set()
 
     def until(self) -> datetime:
         """When a lease taken now runs out."""
@@ -76,16 +80,25 @@ class Leases:
         now = self.now()
         self.backoff = {r: until for r, until in self.backoff.items() if until > now}
         skip = [*(skip or ()), *self.backoff]
-        rows = self.store.write(
-            [
-                Statement(
-                    "claim_runs",
-                    [(now, skip, limit, self.owner, now + self.lease, self.owner)],
-                    returning=True,
-                )
-            ]
-        )
-        return [(r[0], bool(r[1])) for r in rows[0]] if rows else []
+        every = self.queues is None
+        queues = sorted(self.queues or ())
+        row = (now, every, queues, skip, limit, self.owner, now + self.lease, self.owner)
+        rows = self.store.write([Statement("claim_runs", [row], returning=True)])
+        found = rows[0] if rows else []
+        self.granted |= {r[0] for r in found if r[2] is not None}
+        return [(r[0], bool(r[1])) for r in found]
+
+    def hand_over(self, runs: list[tuple[str, str]]) -> None:
+        """Give runs back for the engines that serve the queue named with each: only those
+        claim it (``claim_runs``), so a run handed over is taken by an engine that runs it."""
+        if runs:
+            rows = [(queue, self.owner, run_id) for run_id, queue in runs]
+            self.store.write(
+                [
+                    Statement("hand_over_run", rows),
+                    Statement("notify_work", [("work",)], returning=True),
+                ]
+            )
 
     def guard(self, mine: list[str], leaving: list[str], wake: bool) -> list[Statement]:
         """Statements that go first in a checkpoint's transaction (see module docstring)."""
