@@ -252,7 +252,7 @@ def explain(engine: Engine, run_id: str) -> str:
         missing = unregistered_activity(engine, state, token)
         queue = engine_unserved(engine, state, token) if missing is None else None
         if queue is not None:
-            parts.append(unserved_words(node, queue))
+            parts.append(unserved_words(state, token, queue))
         elif missing is not None:
             parts.append(
                 f"step {node!r} waits for activity {missing!r}, which is not registered in this "

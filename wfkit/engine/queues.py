@@ -69,9 +69,12 @@ def unserved_queue(
     return None if queue in served else queue
 
 
-def unserved_words(node_id: str, queue: str) -> str:
+def unserved_words(run: RunState, token: dict[str, Any], queue: str) -> str:
     """What ``run.explain()`` says of a ready step whose queue this engine does not serve."""
+    what = f"step {token['node']!r}"
+    if "comp" in token:
+        what = f"compensation {step_activity(run, token)!r} of {token['node']!r}"
     return (
-        f"step {node_id!r} is ready: waits for queue {queue!r}, which no worker of this engine "
-        f"serves; start_workers(queues=[{queue!r}]) or run `wfkit worker --queue {queue}`"
+        f"{what} is ready: waits for queue {queue!r}, which no worker of this engine serves; "
+        f"start_workers(queues=[{queue!r}]) or run `wfkit worker --queue {queue}`"
     )

@@ -649,6 +649,7 @@ class Scheduler:
             if run is not None and self.queues is not None and self._unserved(run, job.token_id):
                 self.inflight.pop((job.run_id, job.token_id), None)
                 self.blocked.append((run, job.token_id))  # queued inline, not served here
+                self.writer.dirty.add(run.run_id)  # its wf_jobs row says so
                 continue
             self._jobs.put(job)
         for thread in self._threads:
