@@ -322,3 +322,36 @@ def test_engines_whose_registries_disagree_on_a_queue_do_not_pass_a_run_back_and
         assert run.result(timeout=15) == {}
     assert acts.names() == ["prepare", "render"]
     assert "the engines' registries disagree on the queue of an activity" in caplog.text
+
+
+@pytest.mark.parametrize("db_path", ["postgres"], indirect=True)
+def test_a_run_no_engine_can_advance_stays_with_the_engines_of_its_queue(
+    open_engine: OpenEngine, acts: Activities
+) -> None:
+    """'x' (default queue) is registered only in an engine serving 'gpu'; the engine serving
+    'default' lacks it. The run settles on the 'default' side, given back and looked at again
+    after each back-off there, and never goes back to the 'gpu' engine."""
+    acts.noop("x")
+    flow = wf.Workflow("w").start_with("x")
+    full = open_engine(clock=None)
+    full.register(flow)
+    lacking = open_engine(clock=None, lease="1s", registry=wf.ActivityRegistry())
+    lacking.registry.register("other", lambda ctx: None)
+    gpu = open_engine(clock=None, lease="1s")
+    lacking.start_workers(1, queues=["default"])
+    gpu.start_workers(1, queues=["gpu"])
+    run = full.start("w", {})
+
+    assert eventually(lambda: instance(full, run.id)[1] == "default"), instance(full, run.id)
+    owners = set()
+    deadline = time.monotonic() + 2.5  # more than two back-off periods
+    while time.monotonic() < deadline:
+        owners.add(instance(full, run.id)[0])
+        time.sleep(0.01)
+    assert gpu._writer.owner.name not in owners
+    assert acts.names() == []
+
+    served = open_engine(clock=None)
+    served.start_workers(1, queues=["default"])
+    assert served.run(run.id).result(timeout=15) == {}
+    assert acts.names() == ["x"]
