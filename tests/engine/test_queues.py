@@ -8,8 +8,10 @@ an engine whose workers serve it, and only such an engine claims it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -355,3 +357,60 @@ def test_a_run_no_engine_can_advance_stays_with_the_engines_of_its_queue(
     served.start_workers(1, queues=["default"])
     assert served.run(run.id).result(timeout=15) == {}
     assert acts.names() == ["x"]
+
+
+QUEUE_MODULE = """\
+import wfkit as wf
+
+
+@wf.activity("qtest.prepare")
+def prepare(ctx):
+    return None
+
+
+@wf.activity("qtest.render", queue="gpu")
+def render(ctx):
+    return None
+
+
+flow = wf.Workflow("qtest").start_with("qtest.prepare").then("qtest.render")
+"""
+
+
+@pytest.mark.parametrize("db_path", ["postgres"], indirect=True)
+def test_wfkit_worker_processes_of_two_queues_complete_a_run_together(
+    db_path: str, tmp_path: Path, open_engine: OpenEngine
+) -> None:
+    from wfkit.worker import run_worker
+
+    module = tmp_path / "queue_module.py"
+    module.write_text(QUEUE_MODULE)
+    workers: list[tuple[threading.Thread, threading.Event, list[str]]] = []
+
+    def worker(*queues: str) -> list[str]:
+        stop, lines = threading.Event(), []
+        kwargs = {"queues": list(queues), "stop": stop, "echo": lines.append}
+        thread = threading.Thread(target=run_worker, args=(db_path, [str(module)]), kwargs=kwargs)
+        thread.start()
+        workers.append((thread, stop, lines))
+        assert eventually(lambda: lines), "the worker did not start"
+        return lines
+
+    try:
+        lines = worker("gpu")
+        assert "(queues gpu)" in lines[0]
+        engine = open_engine(clock=None, registry=wf.default_registry)
+        run = engine.start("qtest", {})
+        # its first step is on the default queue: the gpu worker hands the run over
+        assert eventually(lambda: instance(engine, run.id) == (None, "default"))
+        assert run.status == wf.RunStatus.RUNNING
+
+        worker("default")
+        # (run.result() here would drive the run inline: this engine runs no workers)
+        assert eventually(lambda: run.status == wf.RunStatus.COMPLETED, 20), run.explain()
+        done = [e.node_id for e in run.history() if e.kind == "step.completed"]
+        assert done == ["qtest.prepare", "qtest.render"]
+    finally:
+        for thread, stop, _ in workers:
+            stop.set()
+            thread.join(20)
