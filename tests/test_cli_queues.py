@@ -1,4 +1,4 @@
-"""``wfkit worker --queue`` and ``wfkit serve --queue``: the flag parses, repeats, and is checked."""
+"""``wfkit worker --queue`` and ``wfkit serve --queue``: the flag parses, repeats, is checked."""
 
 from __future__ import annotations
 

@@ -538,10 +538,9 @@ class Scheduler:
                 wanted.setdefault(run_id, queue)
         owner.back_off([run_id for run_id in stuck if run_id not in wanted])
         owner.hand_over(sorted(wanted.items()))
-        gone = stuck
         for run_id in stuck:
             runs.pop(run_id, None)
-        self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in gone]
+        self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in stuck]
         log.info(
             "runs given back (activities not registered here, or queues not served): %s",
             ", ".join(sorted(stuck)),
@@ -643,20 +642,25 @@ class Scheduler:
             )
         writer = threading.Thread(target=self._write_loop, name="wfkit-writer", daemon=True)
         self._threads.append(writer)
-        while self.ready:
-            job = self.ready.popleft()
-            run = self.writer.runs.get(job.run_id)
-            if run is not None and self.queues is not None and self._unserved(run, job.token_id):
-                self.inflight.pop((job.run_id, job.token_id), None)
-                self.blocked.append((run, job.token_id))  # queued inline, not served here
-                self.writer.dirty.add(run.run_id)  # its wf_jobs row says so
-                continue
-            self._jobs.put(job)
+        self._hand_ready_to_workers()
         for thread in self._threads:
             thread.start()
         self._unlisten = self.writer.owner.listen(self.wake)  # work made by other engines
         self.wake()  # a first round at once: claim what is already waiting
         self.retry_blocked()
+
+    def _hand_ready_to_workers(self) -> None:
+        """Jobs queued inline go to the workers, but those of queues the pool does not serve:
+        they are blocked (and their wf_jobs rows say so)."""
+        while self.ready:
+            job = self.ready.popleft()
+            run = self.writer.runs.get(job.run_id)
+            if run is not None and self.queues is not None and self._unserved(run, job.token_id):
+                self.inflight.pop((job.run_id, job.token_id), None)
+                self.blocked.append((run, job.token_id))
+                self.writer.dirty.add(run.run_id)
+                continue
+            self._jobs.put(job)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the workers after their current attempts, then the writer."""
