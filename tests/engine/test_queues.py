@@ -297,6 +297,12 @@ def test_an_engine_not_serving_the_queue_never_claims_a_run_handed_over_for_it(
     time.sleep(0.5)
     assert instance(other, run.id) == (None, "gpu")  # neither engine took it back
     assert acts.names() == ["prepare"]
+    notebook = open_engine(clock=None)  # runs no workers: says where the run went
+    assert notebook.run(run.id).explain() == (
+        "step 'render' is ready: waits for queue 'gpu'; the run was handed over to the engines "
+        "whose workers serve it, and none has taken it yet (start_workers(queues=['gpu']) or "
+        "run `wfkit worker --queue gpu`)"
+    )
 
     gpu = open_engine(clock=None)
     gpu.start_workers(1, queues=["gpu"])

@@ -19,7 +19,14 @@ from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.errors import UsageError
 
-__all__ = ["Served", "served_queues", "step_activity", "unserved_queue", "unserved_words"]
+__all__ = [
+    "Served",
+    "handed_over_words",
+    "served_queues",
+    "step_activity",
+    "unserved_queue",
+    "unserved_words",
+]
 
 Served = frozenset[str] | None
 """The queues a pool serves; None: every queue."""
@@ -69,12 +76,24 @@ def unserved_queue(
     return None if queue in served else queue
 
 
+def handed_over_words(run: RunState, token: dict[str, Any], queue: str) -> str:
+    """What ``run.explain()`` says of a ready step of a run handed over for its queue."""
+    return (
+        f"{_what(run, token)} is ready: waits for queue {queue!r}; the run was handed over to "
+        f"the engines whose workers serve it, and none has taken it yet (start_workers(queues="
+        f"[{queue!r}]) or run `wfkit worker --queue {queue}`)"
+    )
+
+
+def _what(run: RunState, token: dict[str, Any]) -> str:
+    if "comp" in token:
+        return f"compensation {step_activity(run, token)!r} of {token['node']!r}"
+    return f"step {token['node']!r}"
+
+
 def unserved_words(run: RunState, token: dict[str, Any], queue: str) -> str:
     """What ``run.explain()`` says of a ready step whose queue this engine does not serve."""
-    what = f"step {token['node']!r}"
-    if "comp" in token:
-        what = f"compensation {step_activity(run, token)!r} of {token['node']!r}"
     return (
-        f"{what} is ready: waits for queue {queue!r}, which no worker of this engine serves; "
-        f"start_workers(queues=[{queue!r}]) or run `wfkit worker --queue {queue}`"
+        f"{_what(run, token)} is ready: waits for queue {queue!r}, which no worker of this "
+        f"engine serves; start_workers(queues=[{queue!r}]) or run `wfkit worker --queue {queue}`"
     )

@@ -253,6 +253,9 @@ UPDATE wf_instances SET lease_until = ? WHERE owner = ? AND run_id = ANY(?);
 UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = NULL
 WHERE owner = ? AND run_id = ANY(?);
 
+-- name: run_wants_queue
+SELECT wants_queue FROM wf_instances WHERE run_id = ?;
+
 -- name: hand_over_run
 -- Release a run for the engines that serve the queue its ready steps wait for (see claim_runs).
 UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = ?
