@@ -292,6 +292,13 @@ def serve(
         typer.Option(help="Module or .py file defining activities and workflows (repeatable)"),
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Engine worker threads")] = 4,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Run only the steps of this activity queue (repeatable) [default: all]; steps "
+            "of other queues wait (on PostgreSQL, for the workers that serve them)"
+        ),
+    ] = None,
     max_body: Annotated[
         int | None,
         typer.Option(
@@ -325,6 +332,7 @@ def serve(
         None,
         module or (),
         threads,
+        queues=queue,
         max_body=max_body,
         access_log=access_log,
         docs=docs,
@@ -508,6 +516,10 @@ def worker_command(
         str,
         typer.Option(help="How long a dead worker's runs wait before the others take them"),
     ] = "30s",
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(help="Run only the steps of this activity queue (repeatable) [default: all]"),
+    ] = None,
 ) -> None:
     """Advance the runs of a PostgreSQL database until SIGTERM or Ctrl-C; run several anywhere.
 
@@ -517,7 +529,7 @@ def worker_command(
     """
     from wfkit.worker import run_worker
 
-    run_worker(db, module, threads, lease, echo=lambda line: typer.echo(line))
+    run_worker(db, module, threads, lease, queues=queue, echo=lambda line: typer.echo(line))
 
 
 # --- store: whole stores, e.g. a DuckDB file moved into PostgreSQL ------------------------------

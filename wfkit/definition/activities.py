@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from wfkit.errors import UsageError
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "ActivityContext",
     "ActivityRegistry",
     "Cancelled",
@@ -23,6 +24,9 @@ __all__ = [
     "activity",
     "default_registry",
 ]
+
+DEFAULT_QUEUE = "default"
+"""The queue of an activity registered without ``queue=``."""
 
 D = TypeVar("D")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,14 +127,28 @@ class ActivityRegistry:
 
     def __init__(self) -> None:
         self._functions: dict[str, Callable[..., Any]] = {}
+        self._queues: dict[str, str] = {}  # only activities outside the default queue
         self._lock = threading.Lock()
 
-    def register(self, name: str, function: Callable[..., Any], *, replace: bool = True) -> None:
-        """Register ``function`` under ``name``; re-registering replaces (notebook re-runs)."""
+    def register(
+        self,
+        name: str,
+        function: Callable[..., Any],
+        *,
+        replace: bool = True,
+        queue: str = DEFAULT_QUEUE,
+    ) -> None:
+        """Register ``function`` under ``name``; re-registering replaces (notebook re-runs).
+
+        ``queue`` names the worker pool that runs its steps (and its compensations, where it is
+        one): ``engine.start_workers(queues=[...])`` and ``wfkit worker --queue`` serve only
+        the queues they name; ``"default"`` unless given.
+        """
         if not isinstance(name, str) or not name.strip():
             raise UsageError(f"activity name must be a non-empty string, got {name!r}")
         if not callable(function):
             raise UsageError(f"activity {name!r} must be callable, got {function!r}")
+        check_queue(queue, f"activity {name!r}")
         with self._lock:
             if not replace and name in self._functions:
                 raise UsageError(
@@ -138,15 +156,31 @@ class ActivityRegistry:
                     "pick another name or pass replace=True"
                 )
             self._functions[name] = function
+            if queue == DEFAULT_QUEUE:
+                self._queues.pop(name, None)
+            else:
+                self._queues[name] = queue
 
-    def activity(self, name: str) -> Callable[[F], F]:
+    def activity(self, name: str, *, queue: str = DEFAULT_QUEUE) -> Callable[[F], F]:
         """Decorator form of :meth:`register`; returns the function unchanged."""
 
         def decorate(function: F) -> F:
-            self.register(name, function)
+            self.register(name, function, queue=queue)
             return function
 
         return decorate
+
+    def queue_of(self, name: str) -> str:
+        """The queue of the activity ``name`` (``"default"`` unless registered with one)."""
+        return self._queues.get(name, DEFAULT_QUEUE)
+
+    def queues(self) -> list[str]:
+        """The queues of the registered activities, sorted (``"default"`` among them when
+        an activity has no other)."""
+        named = set(self._queues.values())
+        if len(self._queues) < len(self._functions):
+            named.add(DEFAULT_QUEUE)
+        return sorted(named)
 
     def get(self, name: str) -> Callable[..., Any]:
         """The function registered as ``name``; raises ``UsageError`` naming what exists."""
@@ -177,16 +211,30 @@ class ActivityRegistry:
         return len(self._functions)
 
 
+def check_queue(queue: object, what: str) -> str:
+    """``queue`` when it is a usable queue name; else ``UsageError`` naming ``what``."""
+    if not isinstance(queue, str) or not queue.strip() or queue != queue.strip():
+        raise UsageError(
+            f"the queue of {what} must be a non-empty name without surrounding spaces, got "
+            f"{queue!r}; e.g. queue='gpu' (queue='default' where it needs no pool of its own)"
+        )
+    return queue
+
+
 default_registry = ActivityRegistry()
 
 
-def activity(name: str) -> Callable[[F], F]:
+def activity(name: str, *, queue: str = DEFAULT_QUEUE) -> Callable[[F], F]:
     """Register a function (sync or async) as the activity ``name`` in the default registry.
 
     Parameters
     ----------
     name : str
         The name graphs use to refer to the function, e.g. ``"orders.ship-line"``.
+    queue : str
+        The queue whose workers run its steps (``"default"`` unless given): engines started
+        with ``start_workers(queues=["gpu"])`` or ``wfkit worker --queue gpu`` run only the
+        steps of the queues they serve; ``run_until_idle()`` runs every queue.
 
     Examples
     --------
@@ -196,5 +244,10 @@ def activity(name: str) -> Callable[[F], F]:
     ...     return {"greeting": "hello"}
     >>> "docs.hello" in wf.default_registry
     True
+    >>> @wf.activity("docs.render", queue="gpu")
+    ... def render(ctx):
+    ...     return None
+    >>> wf.default_registry.queue_of("docs.render")
+    'gpu'
     """
-    return default_registry.activity(name)
+    return default_registry.activity(name, queue=queue)

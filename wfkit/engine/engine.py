@@ -28,6 +28,7 @@ from wfkit.engine.growth import Growth
 from wfkit.engine.handles import Run, check_known, explain
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
+from wfkit.engine.queues import served_queues
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
@@ -435,9 +436,29 @@ class Engine(Operations, Growth, Admission):
         """
         self._scheduler.run_until_idle(timeout)
 
-    def start_workers(self, threads: int = 4) -> None:
-        """Run steps on ``threads`` background threads (plus one writer thread)."""
-        self._scheduler.start(threads)
+    def start_workers(self, threads: int = 4, queues: Iterable[str] | None = None) -> None:
+        """Run steps on ``threads`` background threads (plus one writer thread).
+
+        Parameters
+        ----------
+        threads : int
+            Worker threads (1 or more).
+        queues : list of str, optional
+            Run only the steps whose activity belongs to one of these queues
+            (``@wf.activity(name, queue=...)``; ``"default"`` unless given). By default the
+            workers serve every queue. The steps of other queues stay ready and are explained
+            (``run.explain()``, ``wf_jobs`` status ``blocked``); on PostgreSQL their runs are
+            handed over to the engines that serve those queues.
+
+        Raises
+        ------
+        UsageError
+            When workers already run (an engine has one pool: ``stop()`` first), for
+            ``threads`` below 1, or for ``queues`` that is a bare string, empty, or holds a
+            name that is not a non-empty string.
+        """
+        served = served_queues(queues)
+        self._scheduler.start(threads, served)
         _WORKING.add(self)
 
     def stop(self) -> None:

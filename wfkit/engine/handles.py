@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
+from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
@@ -134,8 +135,9 @@ class Run:
 
     def node_statuses(self) -> dict[str, str]:
         """Status of the run's nodes: succeeded, failed, running, waiting, retrying, blocked
-        (its activity is not registered in this process), cancelling, compensating,
-        compensated or skipped (an operator skipped its compensation).
+        (its activity is not registered in this process, or its queue is not served by this
+        engine's workers), cancelling, compensating, compensated or skipped (an operator skipped
+        its compensation).
 
         Once the run has ended (completed, failed or cancelled), every node it never reached
         is ``skipped`` too; while it is in flight, nodes not reached yet are absent. Nodes it
@@ -179,7 +181,9 @@ class Run:
             for node in _unreached(state, named):
                 statuses.setdefault(node, NodeStatus.SKIPPED.value)
         for token in state.tokens.values():
-            if unregistered_activity(self._engine, state, token) is not None:
+            if unregistered_activity(self._engine, state, token) is not None or (
+                engine_unserved(self._engine, state, token) is not None
+            ):
                 statuses[token["node"]] = NodeStatus.BLOCKED.value
                 continue
             if "comp" in token:
@@ -287,10 +291,16 @@ def explain(engine: Engine, run_id: str) -> str:
     marks = engine._store.query("run_bookmarks", [run_id])
     timers = {row[1]: row[4] for row in engine._store.query("run_timers", [run_id])}
     parts += [describe_wait(row, timers, now) for row in marks]
+    wanted = handed_over_for(engine, run_id)
     for _token_id, token in sorted(state.tokens.items()):
         node = token["node"]
         missing = unregistered_activity(engine, state, token)
-        if missing is not None:
+        queue = engine_unserved(engine, state, token) if missing is None else None
+        if queue is not None:
+            parts.append(unserved_words(state, token, queue))
+        elif wanted is not None and _on_queue(engine, state, token, wanted):
+            parts.append(handed_over_words(state, token, wanted))
+        elif missing is not None:
             parts.append(
                 f"step {node!r} waits for activity {missing!r}, which is not registered in this "
                 f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
@@ -355,6 +365,27 @@ def unregistered_activity(engine: Engine, state: RunState, token: dict[str, Any]
     if not name or name in engine.registry:
         return None
     return str(name)
+
+
+def engine_unserved(engine: Engine, state: RunState, token: dict[str, Any]) -> str | None:
+    """The queue a ready step waits for when this engine's workers do not serve it."""
+    return unserved_queue(engine.registry, engine._scheduler.queues, state, token)
+
+
+def handed_over_for(engine: Engine, run_id: str) -> str | None:
+    """The queue a run was handed over for and that no engine has claimed it for yet (shared
+    stores), else None."""
+    if not engine._writer.owner.shared or run_id in engine._writer.runs:
+        return None
+    rows = engine._store.query("run_wants_queue", [run_id])
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def _on_queue(engine: Engine, state: RunState, token: dict[str, Any], queue: str) -> bool:
+    if token["st"] != TokenState.READY:
+        return False
+    name = step_activity(state, token)
+    return name in engine.registry and engine.registry.queue_of(name) == queue
 
 
 def check_known(engine: Engine, run_id: str) -> None:

@@ -255,18 +255,21 @@ SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id 
 
 -- name: claim_runs
 -- Also says whether the run had an owner (whose lease ran out: its process died, so the steps
--- it had started may have crashed with it); skips the runs this engine backs off from.
+-- it had started may have crashed with it) and the queue it was handed over for; skips the runs
+-- this engine backs off from, and runs handed over for a queue it does not serve (the second
+-- parameter is true for an engine that serves every queue, the third the queues it serves).
 WITH free AS (
-    SELECT run_id, owner FROM wf_instances
+    SELECT run_id, owner, wants_queue FROM wf_instances
     WHERE status IN ('pending', 'running', 'compensating')
       AND (owner IS NULL OR lease_until < ?)
+      AND (wants_queue IS NULL OR ? OR wants_queue = ANY(?))
       AND NOT (run_id = ANY(?))
     ORDER BY updated_at
     LIMIT ?
     FOR UPDATE SKIP LOCKED)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL
 FROM free WHERE i.run_id = free.run_id
-RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?;
+RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?, free.wants_queue;
 
 -- name: claim_run
 -- Also says whether the run was taken from another owner whose lease ran out (see claim_runs).
@@ -274,7 +277,7 @@ WITH one AS (
     SELECT run_id, owner FROM wf_instances
     WHERE run_id = ? AND (owner IS NULL OR owner = ? OR lease_until < ?)
     FOR UPDATE)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL
 FROM one WHERE i.run_id = one.run_id
 RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 
@@ -282,7 +285,16 @@ RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 UPDATE wf_instances SET lease_until = ? WHERE owner = ? AND run_id = ANY(?);
 
 -- name: release_runs
-UPDATE wf_instances SET owner = NULL, lease_until = NULL WHERE owner = ? AND run_id = ANY(?);
+UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = NULL
+WHERE owner = ? AND run_id = ANY(?);
+
+-- name: run_wants_queue
+SELECT wants_queue FROM wf_instances WHERE run_id = ?;
+
+-- name: hand_over_run
+-- Release a run for the engines that serve the queue its ready steps wait for (see claim_runs).
+UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = ?
+WHERE owner = ? AND run_id = ?;
 
 -- name: due_timers
 SELECT run_id, token, node_id, kind, due_at FROM wf_timers WHERE due_at <= ? ORDER BY due_at
