@@ -42,10 +42,10 @@ from wfkit.engine import (
     Engine,
     Event,
     ManualClock,
+    Retention,
     Run,
     RunInfo,
     RunStatus,
-    Retention,
     RunView,
     WaitInfo,
 )

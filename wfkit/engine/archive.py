@@ -33,6 +33,11 @@ __all__ = ["ArchiveFiles", "archive_names", "prepare_directory"]
 def prepare_directory(directory: str | Path) -> Path:
     """The archive directory, created when missing; ``UsageError`` when it cannot be."""
     path = Path(directory).expanduser()
+    if path.exists() and not path.is_dir():
+        raise UsageError(
+            f"{str(path)!r} is not a directory; nothing was archived or purged: give a "
+            "directory (it is created when missing)"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -40,10 +45,6 @@ def prepare_directory(directory: str | Path) -> Path:
             f"cannot use {str(path)!r} as an archive directory ({exc.strerror or exc}); nothing "
             "was archived or purged: give a directory this process can create and write"
         ) from None
-    if not path.is_dir():
-        raise UsageError(
-            f"{str(path)!r} is not a directory; nothing was archived or purged: give a directory"
-        )
     return path.resolve()
 
 

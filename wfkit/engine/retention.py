@@ -78,9 +78,7 @@ class Retention:
         object.__setattr__(self, "older_than", _duration("older_than", older_than, then))
         object.__setattr__(self, "every", _duration("every", every, then))
         if self.every <= timedelta(0):
-            raise UsageError(
-                f"Retention every={every!r} must be longer than zero; give e.g. '1h'"
-            )
+            raise UsageError(f"Retention every={every!r} must be longer than zero; give e.g. '1h'")
         object.__setattr__(self, "archive_to", None if archive_to is None else Path(archive_to))
 
     @classmethod
@@ -119,7 +117,9 @@ def ended_statuses(status: Any) -> list[str]:
         return list(TERMINAL_STATUSES)
     given = [status] if isinstance(status, str) else list(status)
     if not given:
-        raise UsageError("status= is an empty list; name an ended status or leave it out")
+        raise UsageError(
+            "status= is an empty list; name an ended status or leave it out. Nothing was purged"
+        )
     chosen: list[str] = []
     for value in given:
         try:

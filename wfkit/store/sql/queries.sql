@@ -428,7 +428,7 @@ DELETE FROM wf_bookmarks WHERE run_id = ?;
 DELETE FROM wf_instances
 WHERE run_id IN (SELECT run_id FROM wf_instances
                  WHERE status IN ('completed', 'failed', 'cancelled')
-                   AND status IN (SELECT unnest(?::VARCHAR[])) AND ended_at < ?
+                   AND status IN (SELECT unnest(?::VARCHAR[])) AND ended_at <= ?
                  ORDER BY ended_at, run_id LIMIT ?)
   AND status IN ('completed', 'failed', 'cancelled')
 RETURNING run_id;
@@ -437,7 +437,7 @@ RETURNING run_id;
 DELETE FROM wf_instances
 WHERE run_id IN (SELECT run_id FROM wf_instances
                  WHERE status IN ('completed', 'failed', 'cancelled')
-                   AND status IN (SELECT unnest(?::VARCHAR[])) AND ended_at < ?
+                   AND status IN (SELECT unnest(?::VARCHAR[])) AND ended_at <= ?
                  ORDER BY ended_at, run_id LIMIT ?)
   AND status IN ('completed', 'failed', 'cancelled')
 RETURNING *;
