@@ -1,8 +1,8 @@
 """Parquet archives of purged runs: one file per table, never overwriting an earlier archive.
 
 The rows come from the statements that delete them (``DELETE ... RETURNING *``), inside the
-purge's transaction, whatever the backend: they are loaded into an in-memory DuckDB database
-made by wfkit's own migrations (so every column keeps its type) and written from there. Files
+purge's transaction, whatever the backend: an in-memory DuckDB connection writes them, each
+column cast to its type in wfkit's schema (as its migrations make it). Files
 are written under temporary names, flushed to disk, and only then linked to their final names;
 a link never replaces a file, so two archives into one directory cannot overwrite each other.
 Anything that fails removes what this archive wrote, and the purge's transaction rolls back.
@@ -16,6 +16,7 @@ reads every archive's events.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
 from collections.abc import Iterable, Sequence
@@ -68,8 +69,6 @@ class ArchiveFiles:
         self.written: list[Path] = []  # final names, in the order written
         self._temporary: dict[str, Path] = {}  # table -> its file not yet given its name
         self._db = duckdb.connect(":memory:")
-        for _, text in migrations():  # the tables as the store has them, column types included
-            self._db.execute(text)
 
     def add(self, table: str, columns: list[str], rows: list[Any]) -> None:
         """Write the rows of ``table`` (as the store returned them) to a temporary file."""
@@ -85,31 +84,26 @@ class ArchiveFiles:
             ) from None
 
     def _write(self, table: str, columns: list[str], rows: list[Any]) -> None:
-        types = dict(
-            self._db.execute(
-                "SELECT column_name, data_type FROM information_schema.columns "
-                "WHERE table_name = ?",
-                [table],
-            ).fetchall()
-        )
+        types = column_types()[table]
         unknown = [c for c in columns if c not in types]
         if unknown:
             raise UsageError(
                 f"{table} has columns this wfkit does not know ({', '.join(unknown)}); nothing "
                 "was archived or purged: open the store with the wfkit version that wrote it"
             )
-        # identifiers come from the store's own columns, checked above; values are bound
+        # identifiers and types come from wfkit's own schema, checked above; values are bound
         names = ", ".join(f'"{c}"' for c in columns)
+        typed = ", ".join(f'"{c}" {types[c]}' for c in columns)
         values = ", ".join(f"unnest(CAST(? AS {types[c]}[]))" for c in columns)
-        self._db.execute(f"DELETE FROM {table}")
+        self._db.execute(f"CREATE OR REPLACE TABLE rows ({typed})")
         self._db.execute(
-            f"INSERT INTO {table} ({names}) SELECT {values}",
+            f"INSERT INTO rows ({names}) SELECT {values}",
             [list(column) for column in zip(*rows, strict=True)],
         )
         final = self.final[table]
         temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex[:12]}.tmp")
         self._temporary[table] = temporary
-        self._db.table(table).write_parquet(str(temporary))
+        self._db.table("rows").write_parquet(str(temporary))
         _flush(temporary)
 
     def keep(self) -> list[Path]:
@@ -152,6 +146,21 @@ def _remove(paths: Iterable[Path]) -> None:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+@functools.cache
+def column_types() -> dict[str, dict[str, str]]:
+    """Each wfkit table's columns and their types, as wfkit's migrations make them."""
+    with duckdb.connect(":memory:") as db:
+        for _, text in migrations():
+            db.execute(text)
+        found: dict[str, dict[str, str]] = {}
+        for table, column, kind in db.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall():
+            found.setdefault(str(table), {})[str(column)] = str(kind)
+        return found
 
 
 def _flush(path: Path) -> None:
