@@ -473,6 +473,35 @@ def test_retention_between_passes_waits_for_its_period(open_engine, acts, clock)
     engine.stop()
 
 
+def test_a_pass_takes_its_runs_a_chunk_per_round_while_other_work_goes_on(
+    open_engine, acts, clock, monkeypatch
+) -> None:
+    from wfkit.engine import retention
+
+    monkeypatch.setattr(retention, "CHUNK", 2)  # five runs: three transactions
+    engine = open_engine()
+    register(engine, acts)
+    for _ in range(5):
+        engine.start("saga", {})
+    engine.run_until_idle()
+    clock.advance("2d")
+    engine.close()
+    engine = open_engine(retention=wf.Retention("1d", every="1h"))
+    assert count(engine) == 0  # at open: every chunk
+    register(engine, acts)
+
+    for _ in range(5):
+        engine.start("saga", {})
+    engine.run_until_idle()
+    clock.advance("2d")
+    waiting = engine.start("waits", {"key": "k"})
+    engine.run_until_idle()  # one round: one chunk taken, the new run advanced to its wait
+    assert count(engine) == 4 and waiting.status == wf.RunStatus.WAITING
+    engine.run_until_idle()
+    engine.run_until_idle()
+    assert [r.run_id for r in engine.runs()] == [waiting.id]
+
+
 def test_retention_can_archive_first(open_engine, acts, clock, tmp_path) -> None:
     engine = open_engine(retention=wf.Retention("1d", archive_to=tmp_path / "a", every="1h"))
     register(engine, acts)
