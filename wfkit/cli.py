@@ -619,7 +619,7 @@ def runs_purge_command(
     """Delete the ended runs older than --older-than, with every row that belongs to them."""
     with _retention_engine(db) as engine:
         purged = engine.purge(older_than=older_than, status=status)
-    which = f"{'/'.join(status)} " if status else "ended "
+    which = f"{'/'.join(s.lower() for s in status)} " if status else "ended "
     typer.echo(
         f"purged {purged} {which}run{'s' if purged != 1 else ''} that ended more than "
         f"{older_than} ago from {_shown(db)}"

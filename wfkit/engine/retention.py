@@ -126,7 +126,7 @@ def ended_statuses(status: Any) -> list[str]:
     chosen: list[str] = []
     for value in given:
         try:
-            found = RunStatus(value)
+            found = RunStatus(value.lower() if isinstance(value, str) else value)
         except ValueError:
             raise UsageError(
                 f"{value!r} is not a run status; a purge takes ended runs: "
