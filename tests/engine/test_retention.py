@@ -298,6 +298,57 @@ def test_a_run_whose_restart_was_purged_reads_and_restarts_again(engine, acts, c
     assert {r.parent_run_id for r in engine.runs()} == {None, parent.id}
 
 
+def test_a_child_run_stays_while_its_caller_is_in_flight(engine, acts, clock) -> None:
+    acts.noop("pay", "ship")
+    engine.register(wf.Workflow("payment").start_with("pay"))
+    engine.register(
+        wf.Workflow("shop")
+        .start_with()
+        .call("payment")
+        .wait_for_signal("shipped", correlate="key")
+        .then("ship")
+    )
+    caller = engine.start("shop", {"key": "k"})
+    engine.run_until_idle()
+    (child,) = caller.children()
+    assert (child.status, caller.status) == (wf.RunStatus.COMPLETED, wf.RunStatus.WAITING)
+    clock.advance("31d")
+    assert engine.purge(older_than="30d") == 0  # its caller still runs
+    assert child.status == wf.RunStatus.COMPLETED and child.parent is not None
+
+    assert engine.signal("shipped", "k", {}) is True
+    engine.run_until_idle()
+    assert engine.purge(older_than="30d") == 1  # the child; its caller ended just now
+    assert caller.status == wf.RunStatus.COMPLETED
+    assert [e.kind for e in caller.history()][-1] == "run.completed"
+    (gone,) = caller.children()  # a handle on the purged child says it is gone
+    assert gone.id == child.id
+    with pytest.raises(wf.UsageError, match=f"there is no run '{child.id}'"):
+        _ = gone.status
+
+
+def test_a_grown_run_is_purged_and_its_graph_stays_a_definition(open_engine, acts, clock) -> None:
+    acts.noop("a", "x")
+    engine = open_engine()
+    engine.register(wf.Workflow("w", 1).start_with("a").wait_for_signal("go", correlate="k"))
+    run = engine.start("w", {"k": "1"})
+    engine.run_until_idle()
+    engine.append(run.id, lambda b: b.then("x"))
+    assert engine.signal("go", "1", {}) is True
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    definitions = engine.sql("SELECT count(*) FROM wf_definitions").fetchall()[0][0]
+    clock.advance("31d")
+    assert engine.purge(older_than="30d") == 1
+    assert engine.sql("SELECT count(*) FROM wf_definitions").fetchall()[0][0] == definitions
+    engine.close()
+    engine = open_engine()  # the definitions load as before
+    assert engine.workflows() == {"w": [1]}
+    again = engine.start("w", {"k": "2"})
+    engine.run_until_idle()
+    assert again.status == wf.RunStatus.WAITING
+
+
 # --- archive --------------------------------------------------------------------------------------
 
 
@@ -549,6 +600,7 @@ def test_every_table_keyed_by_run_id_is_purged() -> None:
                 "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE'"
             ).fetchall()
         }
-    assert keyed == set(RUN_TABLES)
+    # a run's grown graph (engine.append) is a definition other runs may pin: it stays
+    assert keyed == {*RUN_TABLES, "wf_definitions"}
     for table in RUN_TABLES:
         assert has_query(f"retention_delete_{table}") and has_query(f"retention_take_{table}")
