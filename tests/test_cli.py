@@ -365,7 +365,7 @@ def test_runs_purge_deletes_ended_runs_older_than_the_duration(tmp_path: Path) -
     assert stored(db) == {runs["completed"]: "completed", runs["waiting"]: "waiting"}
 
     rest = invoke("runs", "purge", "--older-than", "30d", "--db", str(db))
-    assert rest.stdout == f"purged 1 ended run that ended more than 30d ago from {db}\n"
+    assert rest.stdout == f"purged 1 run that ended more than 30d ago from {db}\n"
     assert stored(db) == {runs["waiting"]: "waiting"}
     listed = invoke("runs", "--db", str(db))  # the listing works as before
     assert listed.exit_code == 0, listed.output

@@ -604,7 +604,7 @@ EndedStatus = Annotated[
         show_default=False,
     ),
 ]
-Store = Annotated[
+StoreOption = Annotated[
     str, typer.Option("--db", help="The DuckDB file, or a postgresql:// URL of a shared database")
 ]
 
@@ -614,12 +614,12 @@ Store = Annotated[
 def runs_purge_command(
     older_than: OlderThan,
     status: EndedStatus = None,
-    db: Store = "runs.duckdb",
+    db: StoreOption = "runs.duckdb",
 ) -> None:
     """Delete the ended runs older than --older-than, with every row that belongs to them."""
     with _retention_engine(db) as engine:
         purged = engine.purge(older_than=older_than, status=status)
-    which = f"{'/'.join(s.lower() for s in status)} " if status else "ended "
+    which = f"{'/'.join(s.lower() for s in status)} " if status else ""
     typer.echo(
         f"purged {purged} {which}run{'s' if purged != 1 else ''} that ended more than "
         f"{older_than} ago from {_shown(db)}"
@@ -634,7 +634,7 @@ def runs_archive_command(
     ],
     older_than: OlderThan,
     status: EndedStatus = None,
-    db: Store = "runs.duckdb",
+    db: StoreOption = "runs.duckdb",
 ) -> None:
     """Write the ended runs older than --older-than to Parquet files in DIR (one per table,
     never overwriting a file), then delete them from the store."""
@@ -665,7 +665,7 @@ def _retention_engine(db: str) -> Iterator[Engine]:
                 f"a wfkit server (process {server.pid}, {server.url}) holds {db}; purging and "
                 "archiving work on the file itself, not through the server: stop the server "
                 f"(Ctrl-C, or 'kill -TERM {server.pid}'), run this command again, then start it "
-                "again (or give the server's engine retention=... to purge as it runs)"
+                "again"
             )
         if not Path(db).is_file():
             raise UsageError(f"no such file: {db}; point --db at a wfkit DuckDB file")
