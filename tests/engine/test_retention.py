@@ -4,8 +4,10 @@ engine runs. Every test runs on DuckDB and PostgreSQL and checks the tables by S
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -347,6 +349,76 @@ def test_a_grown_run_is_purged_and_its_graph_stays_a_definition(open_engine, act
     again = engine.start("w", {"k": "2"})
     engine.run_until_idle()
     assert again.status == wf.RunStatus.WAITING
+
+
+def orphans(engine: wf.Engine) -> dict[str, int]:
+    """Rows of each run table whose run has no summary row (a purge left them behind)."""
+    return {
+        table: engine.sql(
+            f"SELECT count(*) FROM {table} WHERE run_id NOT IN (SELECT run_id FROM wf_instances)"
+        ).fetchall()[0][0]
+        for table in RUN_TABLES[1:]
+    }
+
+
+def test_purges_while_runs_start_and_end_leave_no_row_behind(engine, acts, clock) -> None:
+    register(engine, acts)
+    engine.start_workers(threads=2)
+    started: list[wf.Run] = []
+    purged = 0
+    for _ in range(15):
+        started += [engine.start("saga", {}) for _ in range(4)]
+        started.append(engine.start("waits", {"key": f"k{len(started)}"}))
+        purged += engine.purge(older_than="0s")  # whatever has ended by now
+    for run in started:
+        if run.id not in {w.run_id for w in engine.waiting()}:
+            with contextlib.suppress(wf.UsageError):  # purged already
+                assert run.result(timeout=10) == {}
+    purged += engine.purge(older_than="0s")
+    engine.stop()
+    assert purged == 60  # every saga run, each purged exactly once
+    assert orphans(engine) == dict.fromkeys(RUN_TABLES[1:], 0)
+    assert {r.status for r in engine.runs()} == {wf.RunStatus.WAITING}
+    assert len(engine.waiting()) == 15
+
+
+def test_two_engines_purging_one_database_at_once_take_each_run_once(
+    db_path, open_engine, acts, clock, tmp_path
+) -> None:
+    if not str(db_path).startswith("postgresql"):
+        pytest.skip("two engines share only a PostgreSQL database")
+    first, second = open_engine(), open_engine()
+    register(first, acts)
+    for _ in range(10):
+        first.start_many("saga", [{} for _ in range(20)])
+    first.run_until_idle()
+    clock.advance("31d")
+    reports: list[Any] = []
+    barrier = threading.Barrier(2)
+
+    def archive(engine: wf.Engine, folder: str) -> None:
+        barrier.wait()
+        reports.append(engine.archive(tmp_path / folder, older_than="30d"))
+
+    threads = [
+        threading.Thread(target=archive, args=(e, name))
+        for e, name in ((first, "a"), (second, "b"))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sum(r.runs for r in reports) == 200
+    archived = [
+        run_id
+        for folder in ("a", "b")
+        if (tmp_path / folder / "wf_instances.parquet").exists()
+        for (run_id,) in duckdb.sql(
+            f"SELECT run_id FROM read_parquet('{tmp_path / folder / 'wf_instances.parquet'}')"
+        ).fetchall()
+    ]
+    assert len(archived) == len(set(archived)) == 200  # each run in one archive only
+    assert first.runs() == [] and orphans(first) == dict.fromkeys(RUN_TABLES[1:], 0)
 
 
 # --- archive --------------------------------------------------------------------------------------
