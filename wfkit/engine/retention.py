@@ -25,7 +25,7 @@ from wfkit.definition.durations import parse_duration
 from wfkit.engine.archive import ArchiveFiles, prepare_directory
 from wfkit.engine.records import RunStatus
 from wfkit.errors import UsageError
-from wfkit.store.base import TERMINAL_STATUSES, Store, Transaction
+from wfkit.store.base import TERMINAL_STATUSES, InTransaction, Store
 from wfkit.store.copy import TABLES
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ RUN_TABLES: tuple[str, ...] = tuple(spec.name for spec in TABLES if spec.by_run)
 
 EVERYTHING = 2**62  # "no limit" for a purge asked for by a caller
 # runs per transaction of the periodic retention, so that no round waits long (measured here
-# with runs of 3 steps: a purge of 500 takes 20-50 ms, an archive of 100 about 60 ms)
+# with runs of 3 steps: a purge of 500 takes 20-50 ms, an archive of 100 75-150 ms)
 CHUNK = 500
 ARCHIVE_CHUNK = 100
 
@@ -152,7 +152,7 @@ def purge_rows(
     """Delete the chosen runs and their rows in one transaction (writing ``archive`` first);
     the purged run ids and the rows deleted per table."""
 
-    def work(tx: Transaction) -> tuple[list[str], dict[str, int]]:
+    def work(tx: InTransaction) -> tuple[list[str], dict[str, int]]:
         head = [statuses, cutoff, limit]
         if archive is None:
             ids = [row[0] for row in tx.returning("retention_delete_wf_instances", head)[1]]

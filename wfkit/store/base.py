@@ -15,10 +15,10 @@ from wfkit.errors import StoreError
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "InTransaction",
     "LeaseLost",
     "Statement",
     "Store",
-    "Transaction",
     "ValueRefused",
 ]
 
@@ -50,7 +50,7 @@ class ValueRefused(StoreError):
     problem of those rows, not of the store, which takes other rows as usual."""
 
 
-class Transaction(Protocol):
+class InTransaction(Protocol):
     """Named statements run inside one open transaction (see :meth:`Store.atomically`)."""
 
     def execute(self, name: str, params: Sequence[Any] = ()) -> int:
@@ -78,6 +78,6 @@ class Store(Protocol):
     def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
         """Run a user's SQL and return the backend's result object."""
 
-    def atomically(self, work: Callable[[Transaction], T]) -> T:
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
         """Run ``work`` in one transaction: committed when it returns, rolled back (and its
         exception raised) when it raises."""

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from wfkit.errors import StoreError
-from wfkit.store.base import Statement, Transaction, ValueRefused
+from wfkit.store.base import InTransaction, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 
 # errors of the values written, not of the store: another write goes through as usual
@@ -232,7 +232,7 @@ class DuckDBStore:
             conn.executemany(query(statement.name), [list(r) for r in rows])
         return []
 
-    def atomically(self, work: Callable[[Transaction], T]) -> T:
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
         """Run ``work`` in one transaction on the store's connection (under its lock)."""
         with self._lock:
             conn = self._conn

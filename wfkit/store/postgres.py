@@ -20,7 +20,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from wfkit.errors import StoreError
-from wfkit.store.base import LeaseLost, Statement, Transaction, ValueRefused
+from wfkit.store.base import InTransaction, LeaseLost, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 
 __all__ = ["PostgresStore", "QueryResult"]
@@ -185,7 +185,7 @@ class PostgresStore:
                 cur.executemany(_pg(statement.name), [list(r) for r in rows])
         return []
 
-    def atomically(self, work: Callable[[Transaction], T]) -> T:
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
         """Run ``work`` in one transaction on a connection of the pool."""
         try:
             with self._pool.connection() as conn, conn.transaction():
