@@ -300,6 +300,21 @@ def test_a_run_whose_restart_was_purged_reads_and_restarts_again(engine, acts, c
     assert {r.parent_run_id for r in engine.runs()} == {None, parent.id}
 
 
+def test_a_failed_run_retried_by_hand_is_in_flight_again_and_stays(engine, acts, clock) -> None:
+    register(engine, acts)
+    gone, back = engine.start("fails", {}), engine.start("fails", {})
+    engine.run_until_idle()
+    clock.advance("31d")
+    assert engine.purge(older_than="30d", status="completed") == 0
+    engine.retry(back.id, actor="ops")  # its next run attempt fails again, now
+    engine.run_until_idle()
+    assert back.status == wf.RunStatus.FAILED
+    assert engine.purge(older_than="30d") == 1  # the one that ended 31 days ago
+    assert [r.run_id for r in engine.runs()] == [back.id]
+    with pytest.raises(wf.UsageError, match=f"there is no run '{gone.id}'"):
+        engine.retry(gone.id)
+
+
 def test_a_child_run_stays_while_its_caller_is_in_flight(engine, acts, clock) -> None:
     acts.noop("pay", "ship")
     engine.register(wf.Workflow("payment").start_with("pay"))
