@@ -36,11 +36,13 @@ from wfkit.definition.run_retry import RunRetry
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
+    ArchiveReport,
     CancelResult,
     DefinitionInfo,
     Engine,
     Event,
     ManualClock,
+    Retention,
     Run,
     RunInfo,
     RunStatus,
@@ -76,6 +78,7 @@ __all__ = [
     "ActivityContext",
     "ActivityRegistry",
     "AdmissionError",
+    "ArchiveReport",
     "AtLeast",
     "CancelResult",
     "Cancelled",
@@ -93,6 +96,7 @@ __all__ = [
     "Policy",
     "Problem",
     "RenderingUnavailable",
+    "Retention",
     "Run",
     "RunInfo",
     "RunRetry",

@@ -11,14 +11,17 @@ from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
+from wfkit.engine.retention import ArchiveReport, Retention
 
 __all__ = [
+    "ArchiveReport",
     "CancelResult",
     "Clock",
     "DefinitionInfo",
     "Engine",
     "Event",
     "ManualClock",
+    "Retention",
     "Run",
     "RunInfo",
     "RunStatus",

@@ -30,6 +30,7 @@ from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.queues import served_queues
 from wfkit.engine.records import Event, RunInfo, RunStatus
+from wfkit.engine.retention import Retaining, Retention, RetentionChore
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
@@ -63,7 +64,7 @@ def _close_at_exit() -> None:
             log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
-class Engine(Operations, Growth, Admission):
+class Engine(Operations, Growth, Admission, Retaining):
     """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
 
     Parameters
@@ -88,6 +89,11 @@ class Engine(Operations, Growth, Admission):
         flight have stopped; an attempt asked to stop that has no ``attempt_timeout`` of its own
         gets this long before it is recorded ``step.abandoned`` and the run ends without it
         (60 seconds by default).
+    retention : str, timedelta or Retention, optional
+        Purge ended runs older than this while the engine runs (``"30d"``, or
+        ``wf.Retention("30d", archive_to="archive/", every="1h")`` to archive them to Parquet
+        first): once when the engine opens, then at most every ``every`` from the writer,
+        between its transactions. Off by default.
 
     Examples
     --------
@@ -114,6 +120,7 @@ class Engine(Operations, Growth, Admission):
         batch_size: int = 1024,
         drain_timeout: str | timedelta = "60s",
         durability: str = "step",
+        retention: str | timedelta | Retention | None = None,
     ) -> None:
         if durability not in DURABILITY:
             raise UsageError(
@@ -122,6 +129,7 @@ class Engine(Operations, Growth, Admission):
                 "starts; 'batched' writes a running run's checkpoints every few milliseconds"
             )
         self.durability = durability
+        policy = None if retention is None else Retention.of(retention)
         self.target = str(target)
         self.clock: Clock = clock or SystemClock()
         self.registry = registry if registry is not None else default_registry
@@ -165,6 +173,19 @@ class Engine(Operations, Growth, Admission):
         if released is not None:
             self._scheduler.release(released)
         self._scheduler.suspect(suspects)
+        if policy is not None:
+            self._retain(policy)
+
+    def _retain(self, policy: Retention) -> None:
+        """Apply ``policy`` once now, then from the writer's rounds."""
+        try:
+            chore = RetentionChore(policy, self._writer, self.clock)
+        except BaseException:
+            self.close()
+            raise
+        with self._writer.lock:
+            chore.run_all()
+        self._scheduler.chore = chore
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -507,7 +528,7 @@ class Engine(Operations, Growth, Admission):
             )
 
     def _history(self, run_id: str) -> list[Event]:
-        return [
+        events = [
             Event(
                 r[0],
                 r[1],
@@ -524,6 +545,9 @@ class Engine(Operations, Growth, Admission):
             )
             for r in self._store.query("run_history", [run_id])
         ]
+        if not events:
+            check_known(self, run_id)  # never existed, or purged: say so
+        return events
 
     def _explain(self, run_id: str) -> str:
         return explain(self, run_id)

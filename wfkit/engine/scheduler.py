@@ -22,7 +22,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
@@ -48,6 +48,15 @@ T = TypeVar("T")
 SIGNALS_TOGETHER = 2
 SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
 COMMIT_DELAY = 0.001  # longest wait for more callers' commands before a round commits
+
+
+class Chore(Protocol):
+    """Housekeeping the writer does between its transactions (e.g. retention)."""
+
+    next_at: datetime | None  # when it is next due, on the engine's clock
+
+    def tick(self) -> bool:
+        """Do it if due (under the writer lock); True when more waits for the next round."""
 
 
 class Command(Generic[T]):
@@ -133,6 +142,7 @@ class Scheduler:
         self._unlisten: Callable[[], None] | None = None
         self._waiting: deque[Command[Any]] = deque()  # callers' commands not yet run
         self._last_callers = 0  # commands the writer thread's last round carried
+        self.chore: Chore | None = None  # run after a round's commit when due
         writer.wake_hook = self.wake
         clock.subscribe(self.wake)
 
@@ -445,6 +455,8 @@ class Scheduler:
                 for command in commands:
                     command.finish()  # the failure, if any, is theirs too
             claimed = self._claim_round()
+            if self.chore is not None and not writer.pending and self.chore.tick():
+                self.wake()  # more to do: another round soon, after the work at hand
         self._finish(commands, released)
         granted = self._granted(claimed)
         for run, token_id in claimed:
@@ -808,6 +820,9 @@ class Scheduler:
         if staged is not None:
             return staged  # staged checkpoints are written once their window is over
         due = self._next_due()
+        chore = self.chore.next_at if self.chore is not None else None
+        if chore is not None and (due is None or chore < due):
+            due = chore
         beat = self.writer.owner.wake_every()
         until_due: float | None = None
         if due is not None:

@@ -388,6 +388,14 @@ class Writer:
         """The checkpoints of the batch being built, in the order they joined it."""
         return list(self._batch.values())
 
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Runs deleted from the store (retention): drop everything memory keeps of them."""
+        for run_id in run_ids:
+            self.views.pop(run_id, None)
+            self.runs.pop(run_id, None)
+            self.dirty.discard(run_id)
+            self._jobs_rows.discard(run_id)
+
     def batch_runs(self) -> list[str]:
         """The runs with a checkpoint in the batch being built."""
         return list(self._batch)

@@ -13,20 +13,22 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from wfkit.errors import StoreError
-from wfkit.store.base import LeaseLost, Statement, ValueRefused
+from wfkit.store.base import InTransaction, LeaseLost, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 
 __all__ = ["PostgresStore", "QueryResult"]
 
 _MIGRATE_LOCK = 0x77666B6975
 _RETRIES = 8
+
+T = TypeVar("T")
 
 
 @cache
@@ -183,6 +185,14 @@ class PostgresStore:
                 cur.executemany(_pg(statement.name), [list(r) for r in rows])
         return []
 
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
+        """Run ``work`` in one transaction on a connection of the pool."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                return work(_PostgresTransaction(conn))
+        except psycopg.Error as exc:
+            raise StoreError(f"writing to {_safe(self.url)} failed: {exc}") from exc
+
     def listen(self, channel: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` on every NOTIFY on ``channel`` (from a thread with its own
         connection); returns a function that stops listening."""
@@ -227,6 +237,23 @@ class PostgresStore:
                 return QueryResult(columns, rows)
         except psycopg.Error as exc:
             raise StoreError(f"SQL failed: {exc}") from exc
+
+
+class _PostgresTransaction:
+    """Named statements on a connection whose transaction is open."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, name: str, params: Sequence[Any] = ()) -> int:
+        with self._conn.cursor() as cur:
+            cur.execute(_pg(name), list(params))
+            return max(cur.rowcount, 0)
+
+    def returning(self, name: str, params: Sequence[Any] = ()) -> tuple[list[str], list[Any]]:
+        with self._conn.cursor() as cur:
+            cur.execute(_pg(name), list(params))
+            return [d.name for d in cur.description or []], cur.fetchall()
 
 
 def _safe(url: str) -> str:

@@ -414,3 +414,68 @@ DELETE FROM wf_timers WHERE run_id = ?;
 
 -- name: delete_run_bookmarks
 DELETE FROM wf_bookmarks WHERE run_id = ?;
+
+-- Retention (wfkit.engine.retention): ended runs older than a cutoff go with every row keyed
+-- by their run_id, in one transaction. The run rows are deleted first, so the runs deleted are
+-- exactly those whose rows follow (on a shared database a second purge at the same time waits
+-- for the first and then finds nothing left). Definitions stay, a run's grown graph included
+-- (wf_definitions.run_id names the run that grew it first; other runs may pin the same graph). The `take` forms return the rows they delete
+-- (archive: the rows written to Parquet are the rows deleted). A table keyed by run_id needs
+-- both blocks here and a place in wfkit.store.copy.TABLES (tests/engine/test_retention.py
+-- checks every such table of the schema).
+
+-- name: retention_delete_wf_instances
+-- parameters: the ended statuses wanted, the cutoff, the most runs to take. A child run whose
+-- caller (parent_run_id) is still in flight stays until the caller ends too.
+DELETE FROM wf_instances
+WHERE run_id IN (SELECT c.run_id FROM wf_instances c
+                 WHERE c.status IN ('completed', 'failed', 'cancelled')
+                   AND c.status IN (SELECT unnest(?::VARCHAR[])) AND c.ended_at <= ?
+                   AND NOT EXISTS (SELECT 1 FROM wf_instances p
+                                   WHERE p.run_id = c.parent_run_id
+                                     AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                 ORDER BY c.ended_at, c.run_id LIMIT ?)
+  AND status IN ('completed', 'failed', 'cancelled')
+RETURNING run_id;
+
+-- name: retention_take_wf_instances
+DELETE FROM wf_instances
+WHERE run_id IN (SELECT c.run_id FROM wf_instances c
+                 WHERE c.status IN ('completed', 'failed', 'cancelled')
+                   AND c.status IN (SELECT unnest(?::VARCHAR[])) AND c.ended_at <= ?
+                   AND NOT EXISTS (SELECT 1 FROM wf_instances p
+                                   WHERE p.run_id = c.parent_run_id
+                                     AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                 ORDER BY c.ended_at, c.run_id LIMIT ?)
+  AND status IN ('completed', 'failed', 'cancelled')
+RETURNING *;
+
+-- name: retention_delete_wf_events
+DELETE FROM wf_events WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_events
+DELETE FROM wf_events WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_jobs
+DELETE FROM wf_jobs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_jobs
+DELETE FROM wf_jobs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_bookmarks
+DELETE FROM wf_bookmarks WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_bookmarks
+DELETE FROM wf_bookmarks WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_timers
+DELETE FROM wf_timers WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_timers
+DELETE FROM wf_timers WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_saga_steps
+DELETE FROM wf_saga_steps WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_saga_steps
+DELETE FROM wf_saga_steps WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
