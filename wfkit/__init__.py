@@ -37,6 +37,7 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
     Engine,
     Event,
+    LogLine,
     ManualClock,
     Run,
     RunInfo,
@@ -81,6 +82,7 @@ __all__ = [
     "Event",
     "ExpressionError",
     "Fallback",
+    "LogLine",
     "ManualClock",
     "Node",
     "NodeKind",

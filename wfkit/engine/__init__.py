@@ -8,12 +8,14 @@ from __future__ import annotations
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
+from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
 
 __all__ = [
     "Clock",
     "Engine",
     "Event",
+    "LogLine",
     "ManualClock",
     "Run",
     "RunInfo",

@@ -98,6 +98,8 @@ class Checkpoint:
     bookmarks_del: list[str] = field(default_factory=list)
     saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
+    # attempts whose log lines this checkpoint writes: (index of the event recording it, result)
+    logs: list[tuple[int, Any]] = field(default_factory=list)
     strict_conflict: str | None = None
     # the writer's reader of posted signals, handed this checkpoint (a bound partial of the
     # checkpoint would make every checkpoint a reference cycle, left to the garbage collector)

@@ -24,6 +24,7 @@ from wfkit.definition.workflow import Workflow
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.handles import Run, check_known, explain
+from wfkit.engine.logs import LogLine, read_logs
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
@@ -434,9 +435,11 @@ class Engine(Operations):
             run = self._writer.get_run(run_id)
             if run is None:
                 raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
-            return RunState.restore(
+            copy = RunState.restore(
                 run.run_id, run.flow, json.loads(run.data_json()), run.snapshot(), run.seq
             )
+            copy.input_json = run.input_json
+            return copy
 
     def _history(self, run_id: str) -> list[Event]:
         return [
@@ -456,6 +459,10 @@ class Engine(Operations):
             )
             for r in self._store.query("run_history", [run_id])
         ]
+
+    def _logs(self, run_id: str, node_id: str | None, attempt: int | None) -> list[LogLine]:
+        rows = self._store.query("run_logs", [run_id, node_id, node_id, attempt, attempt])
+        return read_logs(rows)
 
     def _explain(self, run_id: str) -> str:
         return explain(self, run_id)

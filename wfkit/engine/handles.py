@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
+from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
@@ -43,6 +44,40 @@ class Run:
         state = self._engine._state(self.id)
         model = state.flow.data_model
         return model.model_validate(state.data) if model else state.data
+
+    @property
+    def input(self) -> Any:
+        """The data document the run was admitted with (a model instance when the workflow
+        declares a model), whatever the document became since: a fresh copy on every read."""
+        state = self._engine._state(self.id)
+        if state.input_json is None:  # not reachable for runs the engine admitted
+            raise UsageError(f"run {self.id} has no recorded input")
+        model = state.flow.data_model
+        if model is not None:
+            return model.model_validate_json(state.input_json)
+        return json.loads(state.input_json)
+
+    def logs(self, node_id: str | None = None, attempt: int | None = None) -> list[LogLine]:
+        """The lines its activities logged through ``ctx.logger`` (INFO and above), in the order
+        their attempts were recorded: time, level, node, attempt, message (and the activity,
+        token and loop cell). ``node_id`` and ``attempt`` narrow them down.
+
+        Raises
+        ------
+        UsageError
+            ``node_id`` is not a node of the run's workflow, or ``attempt`` is not a positive
+            integer.
+        """
+        if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
+            raise UsageError(
+                f"run {self.id} has no node {node_id!r}; pass one of its node ids "
+                "(run.workflow.graph.nodes) or None for every node"
+            )
+        if attempt is not None and (
+            isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1
+        ):
+            raise UsageError(f"attempt must be a positive integer or None, not {attempt!r}")
+        return self._engine._logs(self.id, node_id, attempt)
 
     @property
     def outputs(self) -> dict[str, Any]:
