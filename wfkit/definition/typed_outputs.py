@@ -145,6 +145,11 @@ def read_output(
     in has a map of cells: the cells inside the reader's own (all of them outside any loop),
     or the one ``cell`` names.
     """
+    if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise UsageError(
+            f"ctx.output({node_id!r}, {model!r}): the model must be a pydantic model class "
+            "(a BaseModel subclass); leave it out to read the JSON value"
+        )
     if scopes and node_id not in scopes:
         known = ", ".join(sorted(scopes)[:20])
         raise UsageError(

@@ -48,6 +48,8 @@ MAX_BYTES = 64 * 1024
 KEPT_LEVEL = logging.INFO
 """Records at this level and above are kept with the run."""
 
+_SHORTEST_CUT = 80  # bytes of a line worth keeping cut; with less room left it is dropped
+
 _ACTIVITY_LOGGER = logging.getLogger("wfkit.activity")
 
 Entry = tuple[datetime, str, str]  # logged at, level name, message
@@ -147,10 +149,15 @@ class AttemptLogger(logging.LoggerAdapter[logging.Logger]):
                 self._dropped += 1
                 return
             room = MAX_BYTES - self._bytes
-            if size > room:
+            if size > room:  # the attempt's text is full after this line
                 note = f" … [cut: the line had {size:,} bytes]"
-                text = _clip_bytes(text, max(room - len(note.encode()), 0)) + note
-                size = len(text.encode("utf-8"))
+                kept = room - len(note.encode())
+                self._bytes = MAX_BYTES
+                if kept < _SHORTEST_CUT:
+                    self._dropped += 1
+                    return
+                text = _clip_bytes(text, kept) + note
+                size = 0
             self._lines.append((self._now(), printable(logging.getLevelName(level)), text))
             self._bytes += size
 
