@@ -164,10 +164,10 @@ class AttemptLogger(logging.LoggerAdapter[logging.Logger]):
     def finish(self) -> AttemptLines | None:
         """The attempt ended: its lines (None when it logged none); later records are not kept
         (a timed-out attempt's thread may go on logging)."""
+        self._closed = True
+        if self._lines is None:  # nothing logged: the common case costs no lock
+            return None
         with self._lock:
-            self._closed = True
-            if not self._lines:
-                return None
             lines = list(self._lines)
         if self._dropped:
             lines.append(
