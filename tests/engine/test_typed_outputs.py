@@ -68,6 +68,10 @@ def charge_list(ctx: Any) -> list[Receipt]:
     return []
 
 
+def charge_odd_parameter(ctx: NotDefinedAnywhere) -> Receipt:  # type: ignore[name-defined]  # noqa: F821
+    return Receipt(amount=1)
+
+
 def test_the_registry_resolves_return_annotations_once_at_registration() -> None:
     reg = wf.ActivityRegistry()
     reg.register("model", charge_model)
@@ -76,6 +80,7 @@ def test_the_registry_resolves_return_annotations_once_at_registration() -> None
     reg.register("plain", charge_plain)
     reg.register("list", charge_list)
     reg.register("lambda", lambda ctx: None)
+    reg.register("odd-parameter", charge_odd_parameter)  # only the return annotation is read
 
     assert reg.output_type("model") == OutputType(Receipt)
     assert reg.output_type("optional") == OutputType(Receipt, optional=True)
@@ -84,6 +89,7 @@ def test_the_registry_resolves_return_annotations_once_at_registration() -> None
     assert reg.output_type("plain") is None
     assert reg.output_type("list") is None
     assert reg.output_type("lambda") is None
+    assert reg.output_type("odd-parameter") == OutputType(Receipt)
     reg.register("model", charge_plain)  # re-registering replaces the type too
     assert reg.output_type("model") is None
 

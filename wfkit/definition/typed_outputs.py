@@ -11,7 +11,9 @@ the attempt with the fields that do not fit, in words. :func:`read_output` is
 
 from __future__ import annotations
 
+import inspect
 import logging
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -60,16 +62,24 @@ class Unresolved(Exception):
 
 def output_type_of(function: Callable[..., Any], name: str) -> OutputType | None:
     """The model ``function``'s return annotation declares, or None (no annotation, or not a
-    model). String annotations (``from __future__ import annotations``) are resolved in the
-    function's module; raises :class:`Unresolved` for a name that module does not define."""
-    if not getattr(function, "__annotations__", None):
+    model). Only the return annotation is read; a string annotation (``from __future__ import
+    annotations``) is resolved in the function's module, and :class:`Unresolved` is raised for a
+    name that module does not define."""
+    target = inspect.unwrap(function)
+    annotation = (getattr(target, "__annotations__", None) or {}).get("return")
+    if annotation is None:
         return None
+    globalns = getattr(target, "__globals__", None)
+    if globalns is None:
+        module = sys.modules.get(getattr(target, "__module__", "") or "")
+        globalns = vars(module) if module is not None else {}
+    holder = types.SimpleNamespace(__annotations__={"return": annotation})
     try:
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(holder, globalns=globalns)
     except NameError as exc:
         raise Unresolved(str(exc)) from None
     except Exception as exc:  # an annotation typing cannot evaluate: the output is untyped
-        log.debug("activity %r: its annotations cannot be read (%s); output untyped", name, exc)
+        log.debug("activity %r: its return annotation cannot be read (%s); untyped", name, exc)
         return None
     return _model_of(hints.get("return"))
 
