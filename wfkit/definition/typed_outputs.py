@@ -115,7 +115,17 @@ def describe_validation(exc: ValidationError, limit: int = MAX_ERRORS) -> str:
 
 def fit_output(value: Any, declared: OutputType, activity: str) -> tuple[Any, str | None]:
     """The return value as it is stored (the model's JSON) and None; or the value unchanged and
-    why it does not fit the declared model."""
+    why it does not fit the declared model.
+
+    Examples
+    --------
+    >>> class Receipt(BaseModel):
+    ...     amount: float
+    >>> fit_output({"amount": "2"}, OutputType(Receipt), "billing.charge")
+    ({'amount': 2.0}, None)
+    >>> print(fit_output({"amount": "x"}, OutputType(Receipt), "billing.charge")[1][:66])
+    output of 'billing.charge' does not fit Receipt: amount: Input sho
+    """
     model = declared.model
     if value is None:
         if declared.optional:

@@ -67,6 +67,21 @@ class Run:
         UsageError
             ``node_id`` is not a node of the run's workflow, or ``attempt`` is not a positive
             integer.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> reg = wf.ActivityRegistry()
+        >>> reg.register("docs.greet", lambda ctx: ctx.logger.info("hi %s", ctx.input["name"]))
+        >>> engine = wf.Engine(":memory:", registry=reg)
+        >>> _ = engine.register(wf.Workflow("greet", 1).start_with("docs.greet"))
+        >>> run = engine.start("greet", {"name": "ana"})
+        >>> engine.run_until_idle()
+        >>> [(line.node_id, line.level, line.attempt, line.message) for line in run.logs()]
+        [('docs.greet', 'INFO', 1, 'hi ana')]
+        >>> run.input
+        {'name': 'ana'}
+        >>> engine.close()
         """
         if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
             raise UsageError(
