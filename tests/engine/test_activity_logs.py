@@ -231,6 +231,28 @@ def test_a_bad_format_keeps_the_message_and_its_arguments(engine, acts) -> None:
     assert messages(run) == [("bad", "INFO", 1, "%d items ('many',)")]
 
 
+def test_a_message_that_cannot_be_printed_never_fails_the_attempt(engine, acts) -> None:
+    class Broken:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    def odd(ctx: wf.ActivityContext[Any]) -> dict[str, Any]:
+        ctx.logger.info(Broken())
+        ctx.logger.info("odd exc_info", exc_info=("not", "a traceback"))
+        return {"ok": True}
+
+    acts.add("odd", odd)
+    engine.register(wf.Workflow("w").start_with("odd"))
+    run = engine.start("w", {})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert [line.message for line in run.logs()] == [
+        "<unprintable Broken: RuntimeError> ()",
+        "odd exc_info\n(the exception could not be formatted: ValueError)",
+    ]
+
+
 def test_loop_cells_and_compensations_are_named(engine, acts) -> None:
     def charge(ctx: wf.ActivityContext[Any]) -> None:
         ctx.logger.info("charge %s", ctx.item)

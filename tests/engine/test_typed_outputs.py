@@ -338,6 +338,7 @@ def test_inside_for_each_ctx_output_reads_the_attempts_own_cell(engine, acts) ->
             "cells": sorted(cells),
             "sum": sum(c["price"] for c in cells.values()),
             "second": ctx.output("price", Quote, cell="1").sku,
+            "third": ctx.output("price", cell=2),
         }
 
     acts.registry.register("price", price)
@@ -359,7 +360,12 @@ def test_inside_for_each_ctx_output_reads_the_attempts_own_cell(engine, acts) ->
         "1": {"sku": "bb", "price": 2.0, "cell": 1},
         "2": {"sku": "ccc", "price": 3.0, "cell": 2},
     }
-    assert run.outputs["total"] == {"cells": ["0", "1", "2"], "sum": 6.0, "second": "bb"}
+    assert run.outputs["total"] == {
+        "cells": ["0", "1", "2"],
+        "sum": 6.0,
+        "second": "bb",
+        "third": {"sku": "ccc", "price": 3.0},
+    }
     (error,) = errors_of(run)
     assert "node 'price' is inside a for_each this step is not in" in error
     assert "(0, 1, 2); name one with cell='...'" in error

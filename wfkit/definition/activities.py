@@ -141,12 +141,14 @@ class ActivityContext(Generic[D]):
             ) from None
 
     @overload
-    def output(self, node_id: str, model: None = None, *, cell: str | None = None) -> Any: ...
+    def output(self, node_id: str, model: None = None, *, cell: str | int | None = None) -> Any: ...
 
     @overload
-    def output(self, node_id: str, model: type[M], *, cell: str | None = None) -> M: ...
+    def output(self, node_id: str, model: type[M], *, cell: str | int | None = None) -> M: ...
 
-    def output(self, node_id: str, model: type[M] | None = None, *, cell: str | None = None) -> Any:
+    def output(
+        self, node_id: str, model: type[M] | None = None, *, cell: str | int | None = None
+    ) -> Any:
         """The output of an earlier step: its JSON value, or validated as ``model``.
 
         Inside a for_each, a step of the same loop is read in this attempt's own cell (the

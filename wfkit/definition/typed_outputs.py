@@ -155,7 +155,7 @@ def read_output(
     reader: str,
     loop_path: Sequence[int],
     scopes: Mapping[str, tuple[str, ...]],
-    cell: str | None = None,
+    cell: str | int | None = None,
 ) -> Any:
     """``ctx.output(node_id, model)``: the output of an earlier step, read by step ``reader``.
 
@@ -191,6 +191,8 @@ def read_output(
             "so it keeps one output, not one per cell; leave cell out"
         )
     where = repr(node_id)
+    if isinstance(cell, int) and not isinstance(cell, bool):
+        cell = str(cell)
     if loops:
         cells = value if isinstance(value, dict) else {}
         shared = _shared(loops, scopes.get(reader, ()), len(loop_path))

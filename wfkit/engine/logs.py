@@ -183,19 +183,30 @@ class AttemptLogger(logging.LoggerAdapter[logging.Logger]):
 
 
 def _message(msg: Any, args: tuple[Any, ...], exc_info: Any) -> str:
-    """The record's message as logging formats it, with its traceback; storable text."""
+    """The record's message as logging formats it, with its traceback; storable text. Never
+    raises: keeping a line must not fail the attempt that logs it."""
     try:
         text = str(msg) % args if args else str(msg)
     except Exception:  # a format that does not match its arguments: keep both
-        text = f"{msg!s} {args!r}"
+        text = f"{_safe(msg)} {_safe(args)}"
     if exc_info:
-        if isinstance(exc_info, BaseException):
-            exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-        elif not isinstance(exc_info, tuple):
-            exc_info = sys.exc_info()
-        if exc_info[0] is not None:
-            text += "\n" + "".join(traceback.format_exception(*exc_info)).rstrip()
+        try:
+            if isinstance(exc_info, BaseException):
+                exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+            elif not isinstance(exc_info, tuple):
+                exc_info = sys.exc_info()
+            if exc_info[0] is not None:
+                text += "\n" + "".join(traceback.format_exception(*exc_info)).rstrip()
+        except Exception as exc:
+            text += f"\n(the exception could not be formatted: {type(exc).__name__})"
     return printable(text)
+
+
+def _safe(value: Any) -> str:
+    try:
+        return repr(value) if isinstance(value, tuple) else str(value)
+    except Exception as exc:
+        return f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
 
 
 def _clip_bytes(text: str, limit: int) -> str:
