@@ -10,6 +10,7 @@ from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
+from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
 from wfkit.engine.retention import ArchiveReport, Retention
 
@@ -20,6 +21,7 @@ __all__ = [
     "DefinitionInfo",
     "Engine",
     "Event",
+    "LogLine",
     "ManualClock",
     "Retention",
     "Run",

@@ -26,6 +26,7 @@ from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.growth import Growth
 from wfkit.engine.handles import Run, check_known, explain
+from wfkit.engine.logs import LogLine, read_logs
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.queues import served_queues
@@ -523,9 +524,11 @@ class Engine(Operations, Growth, Admission, Retaining):
             run = self._writer.get_run(run_id)
             if run is None:
                 raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
-            return RunState.restore(
+            copy = RunState.restore(
                 run.run_id, run.flow, json.loads(run.data_json()), run.snapshot(), run.seq
             )
+            copy.input_json = run.input_json
+            return copy
 
     def _history(self, run_id: str) -> list[Event]:
         events = [
@@ -548,6 +551,10 @@ class Engine(Operations, Growth, Admission, Retaining):
         if not events:
             check_known(self, run_id)  # never existed, or purged: say so
         return events
+
+    def _logs(self, run_id: str, node_id: str | None, attempt: int | None) -> list[LogLine]:
+        rows = self._store.query("run_logs", [run_id, node_id, node_id, attempt, attempt])
+        return read_logs(rows)
 
     def _explain(self, run_id: str) -> str:
         return explain(self, run_id)

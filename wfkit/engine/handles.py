@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
+from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
@@ -45,6 +46,55 @@ class Run:
         state = self._engine._state(self.id)
         model = state.flow.data_model
         return model.model_validate(state.data) if model else state.data
+
+    @property
+    def input(self) -> Any:
+        """The data document the run was admitted with (a model instance when the workflow
+        declares a model), whatever the document became since: a fresh copy on every read."""
+        state = self._engine._state(self.id)
+        if state.input_json is None:  # not reachable for runs the engine admitted
+            raise UsageError(f"run {self.id} has no recorded input")
+        model = state.flow.data_model
+        if model is not None:
+            return model.model_validate_json(state.input_json)
+        return json.loads(state.input_json)
+
+    def logs(self, node_id: str | None = None, attempt: int | None = None) -> list[LogLine]:
+        """The lines its activities logged through ``ctx.logger`` (INFO and above), in the order
+        their attempts were recorded: time, level, node, attempt, message (and the activity,
+        token and loop cell). ``node_id`` and ``attempt`` narrow them down.
+
+        Raises
+        ------
+        UsageError
+            ``node_id`` is not a node of the run's workflow, or ``attempt`` is not a positive
+            integer.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> reg = wf.ActivityRegistry()
+        >>> reg.register("docs.greet", lambda ctx: ctx.logger.info("hi %s", ctx.input["name"]))
+        >>> engine = wf.Engine(":memory:", registry=reg)
+        >>> _ = engine.register(wf.Workflow("greet", 1).start_with("docs.greet"))
+        >>> run = engine.start("greet", {"name": "ana"})
+        >>> engine.run_until_idle()
+        >>> [(line.node_id, line.level, line.attempt, line.message) for line in run.logs()]
+        [('docs.greet', 'INFO', 1, 'hi ana')]
+        >>> run.input
+        {'name': 'ana'}
+        >>> engine.close()
+        """
+        if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
+            raise UsageError(
+                f"run {self.id} has no node {node_id!r}; pass one of its node ids "
+                "(run.workflow.graph.nodes) or None for every node"
+            )
+        if attempt is not None and (
+            isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1
+        ):
+            raise UsageError(f"attempt must be a positive integer or None, not {attempt!r}")
+        return self._engine._logs(self.id, node_id, attempt)
 
     @property
     def outputs(self) -> dict[str, Any]:

@@ -181,6 +181,9 @@ class Scheduler:
             timeout=timeout.total_seconds() if timeout else None,
             max_data=self.max_payload,
             heartbeat=lambda: self.heartbeats.__setitem__(key, self.clock.now()),
+            input_json=run.input_json,
+            output_type=self.registry.output_type(name),
+            loop_scopes=run.flow.loops,
         )
 
     def release(self, released: Released) -> None:

@@ -67,6 +67,19 @@ INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, 
                        output, patch, delta, detail)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: insert_log
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: run_logs
+-- one run's log lines (of one node, one attempt), in the order their attempts were recorded
+SELECT run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at, level, message
+FROM wf_logs
+WHERE run_id = ? AND (CAST(? AS VARCHAR) IS NULL OR node_id = ?)
+  AND (CAST(? AS INTEGER) IS NULL OR attempt = ?)
+ORDER BY seq, token, attempt, line;
+
 -- name: insert_bookmark
 INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
@@ -191,6 +204,13 @@ FROM (SELECT unnest(?::VARCHAR[]) AS status, unnest(?::VARCHAR[]) AS data,
              unnest(?::VARCHAR[]) AS error, unnest(?::TIMESTAMP[]) AS updated_at,
              unnest(?::TIMESTAMP[]) AS ended_at, unnest(?::VARCHAR[]) AS run_id) AS v
 WHERE wf_instances.run_id = v.run_id;
+
+-- name: insert_log_many
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
 
 -- name: insert_job_many
 INSERT INTO wf_jobs (run_id, token, node_id, status, attempt, loop_index, updated_at, heartbeat_at)
@@ -398,6 +418,18 @@ VALUES (?, ?, ?, ?, ?, ?, ?);
 INSERT INTO wf_signals (signal_id, name, key, payload, posted_at, expires_at, actor)
 SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]);
+
+-- name: copy_wf_logs
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_logs_many
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
 
 -- name: fail_unwritable_run
 -- A run whose checkpoint the store refused (a value it cannot hold), isolated from its batch:
