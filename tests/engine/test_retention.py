@@ -49,11 +49,17 @@ class Runs:
 
 
 def _boom(ctx: Any) -> None:
+    ctx.logger.warning("calling the backend")  # a wf_logs row that goes with the run
     raise RuntimeError("backend down")
 
 
+def _receipt(ctx: Any) -> None:
+    ctx.logger.info("receipt sent")
+
+
 def register(engine: wf.Engine, acts: Any) -> None:
-    acts.noop("reserve", "release", "receipt", "after")
+    acts.noop("reserve", "release", "after")
+    acts.add("receipt", _receipt)
     acts.add("boom", _boom)
     engine.register(
         wf.Workflow("saga")
@@ -491,6 +497,7 @@ def test_a_second_archive_into_the_same_directory_never_overwrites_the_first(
         "wf_instances.parquet",
         "wf_events.parquet",
         "wf_jobs.parquet",
+        "wf_logs.parquet",
     ]
     second = engine.archive(tmp_path, older_than="30d")
     assert second.runs == 2

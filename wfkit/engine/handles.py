@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
-from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine.logs import LogLine
+from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState

@@ -511,3 +511,9 @@ DELETE FROM wf_saga_steps WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
 
 -- name: retention_take_wf_saga_steps
 DELETE FROM wf_saga_steps WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_logs
+DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_logs
+DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
