@@ -338,7 +338,10 @@ class Engine(Operations, Growth, Admission, Retaining):
             known = self._latest.get(workflow_id, {})
             if latest is not None and (latest not in known or (version and version not in known)):
                 self._load_definitions()
-        return self._resolve(workflow_id, version)
+        # as for a start: the latest ACTIVE version, and a deactivated version takes no child
+        flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
+        self._gate.check_active(flow)
+        return flow
 
     # --- starting runs ------------------------------------------------------------------------
 
