@@ -42,6 +42,7 @@ from wfkit.engine import (
     RunInfo,
     RunStatus,
     RunView,
+    Transaction,
     WaitInfo,
 )
 from wfkit.errors import (
@@ -55,6 +56,7 @@ from wfkit.errors import (
     WfkitError,
     WorkflowFailed,
 )
+from wfkit.store.sessions import StatementResult
 
 __version__ = "0.1.0"
 
@@ -95,8 +97,10 @@ __all__ = [
     "SagaPolicy",
     "Severity",
     "SignalError",
+    "StatementResult",
     "Steps",
     "StoreError",
+    "Transaction",
     "UsageError",
     "VisitLimitExceeded",
     "WaitInfo",

@@ -9,6 +9,7 @@ from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
+from wfkit.engine.transactions import Transaction
 
 __all__ = [
     "Clock",
@@ -20,5 +21,6 @@ __all__ = [
     "RunStatus",
     "RunView",
     "SystemClock",
+    "Transaction",
     "WaitInfo",
 ]

@@ -29,6 +29,7 @@ from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
+from wfkit.engine.transactions import Transaction, start_on_connection
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
 from wfkit.store import open_store
@@ -164,6 +165,7 @@ class Engine(Operations):
         """Stop workers, write summaries and release the database file."""
         if self._closed:
             return
+        self._scheduler.refuse_in_block("engine.close()")
         self._scheduler.stop()
         self._writer.flush_summaries()
         if not self._writer.owner.shared:  # the next engine on the file takes the runs up
@@ -209,6 +211,7 @@ class Engine(Operations):
         DefinitionError
             With every problem, when the workflow is invalid or its version is taken.
         """
+        self._scheduler.refuse_in_block("engine.register()")
         errors = [
             p for p in workflow.validate(registry=self.registry) if p.severity == Severity.ERROR
         ]
@@ -292,15 +295,28 @@ class Engine(Operations):
         *,
         version: int | None = None,
         actor: str | None = None,
+        connection: Any = None,
     ) -> Run:
         """Admit a run: validate its data, then write the run and its first steps atomically.
+
+        Parameters
+        ----------
+        connection : psycopg.Connection, optional
+            PostgreSQL only: write the run inside the transaction open on this connection of
+            yours (to the engine's database); it commits with your commit and vanishes with
+            your rollback, and workers take it up only once it is committed. On DuckDB use
+            ``with engine.transaction() as tx: tx.start(...)``.
 
         Raises
         ------
         AdmissionError
             Listing every reason; nothing is written.
+        UsageError
+            For ``connection=`` on DuckDB, or a connection that is not usable.
         """
-        return self.start_many(workflow_id, [data], version=version, actor=actor)[0]
+        return self.start_many(
+            workflow_id, [data], version=version, actor=actor, connection=connection
+        )[0]
 
     def start_many(
         self,
@@ -309,8 +325,12 @@ class Engine(Operations):
         *,
         version: int | None = None,
         actor: str | None = None,
+        connection: Any = None,
     ) -> list[Run]:
-        """Admit many runs of one workflow in one transaction (all or none)."""
+        """Admit many runs of one workflow in one transaction (all or none); ``connection``
+        as in :meth:`start`."""
+        if connection is not None:
+            return start_on_connection(self, connection, workflow_id, documents, version, actor)
         admit = self._admission(workflow_id, documents, version, actor)
         ids = self._scheduler.submit(admit)
         self._scheduler.wake()  # on a shared store the new runs wait to be claimed
@@ -330,6 +350,28 @@ class Engine(Operations):
         ids = await self._scheduler.submit_async(admit)
         self._scheduler.wake()
         return Run(self, ids[0])
+
+    def transaction(self) -> Transaction:
+        """A transaction on the engine's database for your rows and new runs together.
+
+        ``with engine.transaction() as tx:`` — ``tx.execute(sql, params)`` runs your SQL
+        (``?`` placeholders, your tables in the engine's database), ``tx.start(...)`` and
+        ``tx.start_many(...)`` admit runs as :meth:`start` does. Leaving the block commits it
+        all at once; an exception rolls it all back (no run row, no handle that resolves, no
+        step run). The runs' first steps are dispatched only after the commit.
+
+        On DuckDB the block holds the engine's writer until it ends: steps, workers' results
+        and other threads' calls wait for it, so keep it short. On PostgreSQL it holds one
+        connection of the engine's pool. On the block's thread, engine writes other than
+        ``tx.start`` (``engine.start``, ``signal``, ``run_until_idle``, ``register``...) and a
+        nested ``engine.transaction()`` raise :class:`UsageError`.
+
+        Returns
+        -------
+        Transaction
+            Use it as a context manager, on the thread that opened it.
+        """
+        return Transaction(self)
 
     def _admission(
         self, workflow_id: str, documents: Iterable[Any], version: int | None, actor: str | None
@@ -386,15 +428,18 @@ class Engine(Operations):
 
         With ``timeout`` (seconds) it also waits for timers due within that time (real clock).
         """
+        self._scheduler.refuse_in_block("engine.run_until_idle()")
         self._scheduler.run_until_idle(timeout)
 
     def start_workers(self, threads: int = 4) -> None:
         """Run steps on ``threads`` background threads (plus one writer thread)."""
+        self._scheduler.refuse_in_block("engine.start_workers()")
         self._scheduler.start(threads)
         _WORKING.add(self)
 
     def stop(self) -> None:
         """Stop background workers; attempts in flight finish first."""
+        self._scheduler.refuse_in_block("engine.stop()")
         self._scheduler.stop()
         _WORKING.discard(self)
 
@@ -466,6 +511,8 @@ class Engine(Operations):
         return RunStatus((frozen if frozen is not None else self._state(run_id)).status)
 
     def _wait_terminal(self, run_id: str, timeout: float | None) -> RunStatus:
+        # the run cannot move before the block commits (on DuckDB its writer is held)
+        self._scheduler.refuse_in_block("waiting for a run (run.result())")
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._scheduler.running:
             self.run_until_idle(timeout)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wfkit.errors import StoreError
+
+if TYPE_CHECKING:
+    from wfkit.store.sessions import Session
 
 __all__ = ["TERMINAL_STATUSES", "LeaseLost", "Statement", "Store", "ValueRefused"]
 
@@ -58,3 +61,10 @@ class Store(Protocol):
 
     def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
         """Run a user's SQL and return the backend's result object."""
+
+    def session(self) -> Session:
+        """Open a caller's transaction on the store (see :mod:`wfkit.store.sessions`)."""
+
+    def adopt(self, connection: Any) -> Session:
+        """A session on the caller's own open connection (refused where the backend has none
+        to offer: DuckDB)."""
