@@ -182,6 +182,55 @@ def test_a_rollback_leaves_a_posted_signal_for_the_next_wait(
     assert acts.names() == ["after"]
 
 
+def test_a_rolled_back_run_leaves_no_timer_and_no_ended_run(
+    engine: wf.Engine, acts: Activities, clock: wf.ManualClock
+) -> None:
+    acts.noop("ship")
+    engine.register(wf.Workflow("later", 1).start_with().delay("1h").then("ship"))
+    engine.register(wf.Workflow("instant", 1).start_with())  # ends as it starts
+    with pytest.raises(ValueError):
+        with engine.transaction() as tx:
+            later = tx.start("later", {})
+            instant = tx.start("instant", {})
+            assert instant.status is wf.RunStatus.COMPLETED  # DuckDB: read inside the block
+            raise ValueError("no")
+
+    clock.advance("2h")
+    assert_no_run_exists(engine, acts, later)
+    assert_no_run_exists(engine, acts, instant)
+
+    with engine.transaction() as tx:
+        kept = tx.start("instant", {})
+    assert kept.status is wf.RunStatus.COMPLETED
+
+
+def test_blocks_beside_a_batched_run_keep_its_checkpoints_whole(
+    open_engine: OpenEngine, acts: Activities
+) -> None:
+    engine = open_engine(durability="batched")
+    acts.noop("charge", "ship", "step")
+    engine.register(wf.Workflow("checkout", 1, data=Order).start_with("charge").then("ship"))
+    chain = wf.Workflow("chain", 1).start_with("step")
+    for _ in range(39):
+        chain = chain.then("step")
+    engine.register(chain)
+    engine.sql("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)")
+    engine.start_workers(2)
+    long = engine.start("chain", {})
+    made = []
+    for i in range(5):
+        with engine.transaction() as tx:
+            tx.execute("INSERT INTO orders VALUES (?, ?)", [i, "x"])
+            made.append(tx.start("checkout", {"order_id": i, "amount": i}))
+
+    assert long.result(timeout=60) == {}
+    assert [r.result(timeout=30).order_id for r in made] == list(range(5))
+    seqs = [e.seq for e in long.history()]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert acts.count("step") == 40
+    assert len(order_rows(engine)) == 5
+
+
 def test_a_refused_admission_can_be_caught_and_the_block_goes_on(
     shop: wf.Engine, acts: Activities
 ) -> None:
@@ -270,7 +319,7 @@ def test_engine_calls_that_would_escape_the_block_are_refused(
                 pass
         with pytest.raises(wf.UsageError, match="run_until_idle"):
             shop.run_until_idle()
-        with pytest.raises(wf.UsageError, match="run.result"):
+        with pytest.raises(wf.UsageError, match=r"run\.result"):
             run.result(timeout=1)
         with pytest.raises(wf.UsageError, match="register"):
             shop.register(wf.Workflow("other", 1).start_with("charge"))
@@ -360,8 +409,13 @@ def test_another_threads_start_during_a_block_completes(
     assert order_rows(shop) == [(1, "x")]
 
 
-def test_blocks_on_two_threads_both_commit(shop: wf.Engine, acts: Activities) -> None:
-    barrier = threading.Barrier(2)
+def test_blocks_on_many_threads_and_plain_starts_all_commit(
+    shop: wf.Engine, acts: Activities
+) -> None:
+    # more blocks at once than the engine's own connection pool holds (PostgreSQL: 4)
+    shop.start_workers(2)
+    blocks, plain = 6, 2
+    barrier = threading.Barrier(blocks + plain)
     made: dict[int, wf.Run] = {}
 
     def block(i: int) -> None:
@@ -369,17 +423,25 @@ def test_blocks_on_two_threads_both_commit(shop: wf.Engine, acts: Activities) ->
         with shop.transaction() as tx:
             tx.execute("INSERT INTO orders VALUES (?, ?)", [i, f"item-{i}"])
             made[i] = tx.start("checkout", {"order_id": i, "amount": i})
+            time.sleep(0.05)
 
-    threads = [threading.Thread(target=block, args=(i,)) for i in (1, 2)]
+    def start(i: int) -> None:
+        barrier.wait(10)
+        made[i] = shop.start("checkout", {"order_id": i, "amount": i})
+
+    threads = [threading.Thread(target=block, args=(i,)) for i in range(blocks)]
+    threads += [threading.Thread(target=start, args=(blocks + i,)) for i in range(plain)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
+        thread.join(60)
 
     assert not any(t.is_alive() for t in threads)
-    shop.run_until_idle()
-    assert order_rows(shop) == [(1, "item-1"), (2, "item-2")]
-    assert {i: r.status for i, r in made.items()} == dict.fromkeys((1, 2), wf.RunStatus.COMPLETED)
+    assert order_rows(shop) == [(i, f"item-{i}") for i in range(blocks)]
+    assert {i: r.result(timeout=30).order_id for i, r in made.items()} == {
+        i: i for i in range(blocks + plain)
+    }
+    assert acts.count("ship") == blocks + plain
 
 
 # --- the caller's own connection ---------------------------------------------------------------
@@ -443,7 +505,9 @@ def test_a_run_started_on_the_callers_connection_vanishes_with_its_rollback(
     with psycopg.connect(db_path) as conn:
         conn.execute("INSERT INTO orders VALUES (%s, %s)", [1, "x"])
         runs = pg_shop.start_many(
-            "checkout", [{"order_id": 1, "amount": 5}, {"order_id": 2, "amount": 6}], connection=conn
+            "checkout",
+            [{"order_id": 1, "amount": 5}, {"order_id": 2, "amount": 6}],
+            connection=conn,
         )
         time.sleep(0.3)
         assert acts.names() == []

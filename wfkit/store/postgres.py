@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import LeaseLost, Statement, ValueRefused
@@ -29,6 +29,10 @@ __all__ = ["PostgresSession", "PostgresStore", "QueryResult"]
 
 _MIGRATE_LOCK = 0x77666B6975
 _RETRIES = 8
+# connections for callers' transaction blocks, a pool apart from the engine's own: a block holds
+# its connection until it ends, and the engine's statements must never wait for one
+BLOCK_CONNECTIONS = 8
+BLOCK_WAIT = 30.0  # seconds a block waits for a connection when all of them are in blocks
 
 
 @cache
@@ -80,7 +84,9 @@ class PostgresStore:
             self._where = (self._conn.info.dbname, self._conn.info.port)
         finally:
             self._conn.close()
-        self._joined = threading.local()  # .session: the caller's transaction joined here
+        # .session: the caller's transaction this thread writes and reads in; .reads: the
+        # block open on this thread, which its reads see (the engine's own writes go outside)
+        self._joined = threading.local()
         # engine, API and widget threads each borrow a connection; autocommit unless a write
         # opens its own transaction
         self._pool = ConnectionPool(
@@ -91,6 +97,8 @@ class PostgresStore:
             open=True,
             name="wfkit",
         )
+        self._blocks: ConnectionPool | None = None  # made at the first transaction block
+        self._blocks_lock = threading.Lock()
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -135,6 +143,8 @@ class PostgresStore:
         """Close the connection."""
         try:
             self._pool.close()
+            if self._blocks is not None:
+                self._blocks.close()
         except psycopg.Error:
             pass
 
@@ -216,15 +226,35 @@ class PostgresStore:
         return close
 
     def session(self) -> PostgresSession:
-        """Open a caller's transaction on a connection of the pool (see
+        """Open a caller's transaction on a connection of the blocks' pool (see
         :mod:`wfkit.store.sessions`); it goes back to the pool when the transaction ends."""
-        conn = self._pool.getconn()
+        with self._blocks_lock:
+            if self._blocks is None:
+                self._blocks = ConnectionPool(
+                    self.url,
+                    min_size=0,
+                    max_size=BLOCK_CONNECTIONS,
+                    kwargs={"autocommit": True},
+                    open=True,
+                    name="wfkit-blocks",
+                )
+            pool = self._blocks
+        try:
+            conn = pool.getconn(timeout=BLOCK_WAIT)
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"no connection for a transaction block on {_safe(self.url)} within "
+                f"{BLOCK_WAIT:.0f} s: {BLOCK_CONNECTIONS} blocks are open; end blocks sooner "
+                "(or open fewer at once)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {_safe(self.url)}: {exc}") from exc
         try:
             conn.execute("BEGIN")
         except psycopg.Error as exc:
-            self._pool.putconn(conn)
+            pool.putconn(conn)
             raise StoreError(f"cannot begin a transaction on {_safe(self.url)}: {exc}") from exc
-        return PostgresSession(self, conn, own=True)
+        return PostgresSession(self, conn, own=True, pool=pool)
 
     def adopt(self, connection: Any) -> PostgresSession:
         """A session on the caller's own psycopg connection: the engine's rows go into the
@@ -254,7 +284,10 @@ class PostgresStore:
 
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""
-        session: PostgresSession | None = getattr(self._joined, "session", None)
+        joined = self._joined
+        session: PostgresSession | None = getattr(joined, "session", None) or getattr(
+            joined, "reads", None
+        )
         if session is not None:
             return session.query(name, params)
         try:
@@ -284,10 +317,19 @@ class PostgresSession:
     transaction usable; a connection in autocommit with no transaction open commits it at once.
     """
 
-    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any], own: bool) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        conn: psycopg.Connection[Any],
+        own: bool,
+        pool: ConnectionPool | None = None,
+    ) -> None:
         self.store = store
         self.conn = conn
         self.own = own
+        self.pool = pool  # where an own connection goes back
+        if own:  # the block's thread reads its own rows, as on DuckDB
+            store._joined.reads = self
 
     @contextlib.contextmanager
     def join(self) -> Iterator[None]:
@@ -365,7 +407,7 @@ class PostgresSession:
                 "of it was written"
             ) from exc
         finally:
-            self.store._pool.putconn(self.conn)
+            self._give_back()
 
     def rollback(self) -> None:
         """Roll back and give the connection back to the pool (own sessions only)."""
@@ -375,7 +417,13 @@ class PostgresSession:
             with contextlib.suppress(psycopg.Error):
                 self.conn.execute("ROLLBACK")
         finally:
-            self.store._pool.putconn(self.conn)
+            self._give_back()
+
+    def _give_back(self) -> None:
+        if getattr(self.store._joined, "reads", None) is self:
+            self.store._joined.reads = None
+        if self.pool is not None:
+            self.pool.putconn(self.conn)
 
 
 def _safe(url: str) -> str:
