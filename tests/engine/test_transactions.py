@@ -81,6 +81,10 @@ def test_the_app_rows_and_the_run_commit_together(
         run = tx.start("checkout", {"order_id": 1, "amount": 5}, actor="shop")
         seen = tx.execute("SELECT id, item FROM orders").fetchall()
         inside = tx.execute("SELECT status FROM wf_instances WHERE run_id = ?", [run.id])
+        # the engine's reads on the block's thread see its rows; engine.sql reads committed ones
+        assert [r.run_id for r in shop.runs()] == [run.id]
+        assert [e.kind for e in run.history()][:1] == ["run.started"]
+        assert rows(shop, "SELECT count(*) FROM orders") == [(0,)]
         time.sleep(0.2 if workers else 0)  # workers are running: still, no step starts now
         assert acts.names() == []
 
@@ -290,6 +294,31 @@ def test_a_failed_statement_that_is_caught_still_rolls_back(
     assert_no_run_exists(shop, acts, run)
 
 
+def test_a_commit_the_database_refuses_leaves_nothing(pg_shop: wf.Engine, acts: Activities) -> None:
+    # a deferred constraint is checked at COMMIT: the block's end fails, not a statement
+    pg_shop.sql(
+        "CREATE TABLE ledger (ref INTEGER, CONSTRAINT one_ref UNIQUE (ref) "
+        "DEFERRABLE INITIALLY DEFERRED)"
+    )
+    pg_shop.start_workers(2)
+    with pytest.raises(wf.StoreError, match="committing the transaction") as info:
+        with pg_shop.transaction() as tx:
+            tx.execute("INSERT INTO ledger VALUES (?), (?)", [1, 1])
+            run = tx.start("checkout", {"order_id": 1, "amount": 5})
+
+    assert "one_ref" in str(info.value)
+    time.sleep(0.3)
+    assert rows(pg_shop, "SELECT count(*) FROM ledger") == [(0,)]
+    assert_no_run_exists(pg_shop, acts, run)
+
+
+def test_a_closed_engine_opens_no_transaction(shop: wf.Engine) -> None:
+    shop.close()
+    with pytest.raises(wf.UsageError, match="is closed"):
+        with shop.transaction():
+            pass
+
+
 # --- misuse ------------------------------------------------------------------------------------
 
 
@@ -460,7 +489,7 @@ def test_connection_is_refused_on_duckdb_and_writes_nothing(
 @pytest.fixture
 def pg_shop(shop: wf.Engine, db_path: Any) -> wf.Engine:
     if not is_postgres(db_path):
-        pytest.skip("connection= is for PostgreSQL")
+        pytest.skip("PostgreSQL only: the caller's own connection, deferred constraints")
     return shop
 
 
