@@ -301,6 +301,14 @@ class Engine(Operations):
 
         Parameters
         ----------
+        workflow_id : str
+            A registered workflow.
+        data : dict or pydantic model, optional
+            The run's data document (checked against the workflow's model).
+        version : int, optional
+            The version to run; the latest registered by default.
+        actor : str, optional
+            Who starts it, recorded on the run.
         connection : psycopg.Connection, optional
             PostgreSQL only: write the run inside the transaction open on this connection of
             yours (to the engine's database); it commits with your commit and vanishes with

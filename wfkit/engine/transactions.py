@@ -84,13 +84,17 @@ class Transaction:
             raise UsageError("this transaction was used already; open a new engine.transaction()")
         if engine._closed:
             raise UsageError(f"{engine!r} is closed; open a new engine to start runs")
-        scheduler.refuse_in_block("engine.transaction() (nested)")
+        if threading.get_ident() in scheduler.blocks:
+            raise UsageError(
+                "nested engine.transaction() blocks are not supported: a block is already open "
+                "on this thread; do the work in the outer block (tx.execute, tx.start)"
+            )
         writer = engine._writer
         if self._holds_writer:
             writer.lock.acquire()
         try:
             if self._holds_writer:
-                self._before.append(settle(engine))
+                self._before.append(settle(engine, summaries=True))
             self._session = engine._store.session()
         except BaseException:
             if self._holds_writer:
@@ -258,14 +262,17 @@ class Transaction:
         return [Run(engine, run_id) for run_id in ids]
 
 
-def settle(engine: Engine) -> Released:
-    """Commit what the writer has pending, so that the caller's transaction holds only its own
-    rows (under the writer lock; the caller releases what it returns once the lock is free)."""
+def settle(engine: Engine, summaries: bool) -> Released:
+    """Commit what the writer has pending or staged (durability="batched"), so that the
+    caller's transaction holds only its own rows, and with ``summaries`` the running runs'
+    summaries too (a block holding the writer would otherwise write them inside). Call under the
+    writer lock; the caller releases what it returns once the lock is free."""
     writer = engine._writer
     released = Released()
-    if writer.pending:
+    if writer.pending or writer.staged:
         released = engine._scheduler._commit_with_retry(force=True)
-    writer.flush_summaries()  # staged checkpoints and summaries go before the block
+    if summaries:
+        writer.flush_summaries()
     return released
 
 
@@ -279,7 +286,7 @@ def write_runs(
     their ids and what the commit made ready (to release once the session commits)."""
     writer = engine._writer
     with writer.lock:
-        before = settle(engine) if settle_first else Released()
+        before = settle(engine, summaries=False) if settle_first else Released()
         batch = set(writer.batch_runs())
         with session.join():
             try:
