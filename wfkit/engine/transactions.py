@@ -99,6 +99,8 @@ class Transaction:
         except BaseException:
             if self._holds_writer:
                 writer.lock.release()
+            for released in self._before:  # what was committed before stays committed
+                scheduler.release(released)
             raise
         self._thread = threading.get_ident()
         scheduler.blocks.add(self._thread)
