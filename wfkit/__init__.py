@@ -32,6 +32,7 @@ from wfkit.definition.kinds import Node, NodeKind, outlets_of
 from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
 from wfkit.definition.problems import Problem, Severity
 from wfkit.definition.rendering import RenderingUnavailable
+from wfkit.definition.run_retry import RunRetry
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
@@ -92,6 +93,7 @@ __all__ = [
     "RenderingUnavailable",
     "Run",
     "RunInfo",
+    "RunRetry",
     "RunStatus",
     "RunView",
     "SagaPolicy",

@@ -429,6 +429,23 @@ def cancel_command(
     typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")
 
 
+@app.command("retry")
+@_oneline
+def retry_command(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id")],
+    actor: Actor = None,
+    db: Db = Path("runs.duckdb"),
+) -> None:
+    """Try a failed run again from where it failed (completed steps are not run again)."""
+    from wfkit.api.operate import operate, run_status, whoami
+
+    who = whoami(actor)
+    with operate(db) as (target, via):
+        target.retry(run_id, actor=who)
+        status = run_status(target, run_id)
+    typer.echo(f"run {run_id}: retried by {who}; the run is {status}{via}")
+
+
 # --- worker: one of many engine processes on a shared PostgreSQL database ---------------------
 
 

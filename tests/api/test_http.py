@@ -522,6 +522,46 @@ def test_the_cli_sends_signals_and_decisions_through_the_running_server(
     assert "no failed compensation" in failed.stderr
 
 
+def test_a_failed_run_is_retried_over_http_and_by_the_cli(
+    server: Server, api: httpx.Client
+) -> None:
+    run_id = _start(api, order_id=(order := _order()))
+    _waiting_on(api, run_id, "paid")
+    api.post(f"/signals/paid/{order}", json={"payload": {"amount": 5}})
+    _waiting_on(api, run_id, "review")
+    rejected = {"approved": False, "actor": "ana", "comment": "wrong address"}
+    api.post(f"/runs/{run_id}/approvals/review", json=rejected)
+    _run_when(api, run_id, lambda r: r["status"] == "failed")
+
+    early = api.post(f"/runs/{run_id}/retry", json={})
+    _problem(early, 422)  # the actor is required
+    retried = api.post(f"/runs/{run_id}/retry", json={"actor": "op"})
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["status"] in ("running", "waiting")
+    _waiting_on(api, run_id, "review")  # the rejected approval is asked again
+    run = api.get(f"/runs/{run_id}").json()
+    (event,) = [e for e in run["history"] if e["kind"] == "run.retried"]
+    assert (event["actor"], event["node_id"], event["detail"]["run_attempt"]) == ("op", "review", 2)
+    assert [e["kind"] for e in run["history"]].count("signal.received") == 1  # not waited again
+    again = api.post(f"/runs/{run_id}/retry", json={"actor": "op"})
+    assert "is waiting, not failed" in _problem(again, 409)["detail"]
+    assert (
+        "nosuchrun"
+        in _problem(api.post("/runs/nosuchrun/retry", json={"actor": "op"}), 404)["detail"]
+    )
+
+    api.post(f"/runs/{run_id}/approvals/review", json=rejected)
+    _run_when(api, run_id, lambda r: r["status"] == "failed")
+    db = str(server.db)
+    by_cli = _wfkit("retry", run_id, "--actor", "cli", "--db", db)
+    assert by_cli.returncode == 0, by_cli.stderr
+    assert by_cli.stdout.startswith(f"run {run_id}: retried by cli; the run is ")
+    _waiting_on(api, run_id, "review")
+    refused = _wfkit("retry", run_id, "--db", db)
+    assert refused.returncode == 1
+    assert "not failed" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
 # --- the OpenAPI document, fuzzed ---------------------------------------------------------------
 
 

@@ -106,6 +106,8 @@ def test_a_kept_signal_waits_for_its_run(db: Path) -> None:
         (("cancel", "nosuchrun"), "there is no run 'nosuchrun'"),
         (("recover", "RUN", "--action", "forget"), "--action must be retry, skip or abandon"),
         (("recover", "RUN"), "has no failed compensation"),
+        (("retry", "RUN"), "is waiting, not failed"),
+        (("retry", "nosuchrun"), "there is no run 'nosuchrun'"),
     ],
 )
 def test_failures_are_one_line_and_exit_1(db: Path, args: tuple[str, ...], message: str) -> None:
@@ -125,6 +127,26 @@ def test_cancel_records_the_actor_and_refuses_a_second_time(db: Path) -> None:
     second = invoke("cancel", run_id, "--db", str(db))
     assert second.exit_code == 1
     assert "already cancelled" in second.stderr
+
+
+def test_retry_takes_a_failed_run_up_from_where_it_failed(db: Path) -> None:
+    run_id = _start(db, "o-5")
+    with wf.Engine(db) as engine:
+        engine.signal("paid", "o-5", {"amount": 4})
+        engine.run_until_idle()
+        engine.approve(run_id, "review", approved=False, actor="ana", comment="no")
+        engine.run_until_idle()
+        assert engine.run(run_id).status == wf.RunStatus.FAILED
+
+    retried = invoke("retry", run_id, "--actor", "op", "--db", str(db))
+    assert retried.exit_code == 0, retried.output
+    assert retried.stdout == f"run {run_id}: retried by op; the run is waiting\n"
+    status, waits, history = _advance(db, run_id)
+    assert (status, waits) == ("waiting", ["review"])  # the rejected approval is asked again
+    assert [(e.actor, e.detail["run_attempt"]) for e in history if e.kind == "run.retried"] == [
+        ("op", 2)
+    ]
+    assert [e.kind for e in history].count("signal.received") == 1
 
 
 def test_a_missing_file_is_an_error_not_a_new_database(tmp_path: Path) -> None:

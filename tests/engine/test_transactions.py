@@ -235,6 +235,36 @@ def test_blocks_beside_a_batched_run_keep_its_checkpoints_whole(
     assert len(order_rows(engine)) == 5
 
 
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_a_child_run_started_by_a_call_commits_or_vanishes_with_the_block(
+    engine: wf.Engine, acts: Activities, outcome: str
+) -> None:
+    acts.noop("pay", "ship")
+    engine.register(wf.Workflow("payment", 1).start_with("pay"))
+    engine.register(wf.Workflow("shop", 1).start_with().call("payment").then("ship"))
+    with pytest.raises(ValueError) if outcome == "rollback" else _nothing():
+        with engine.transaction() as tx:
+            run = tx.start("shop", {"total": 3})
+            assert rows(engine, "SELECT count(*) FROM wf_instances") == [(0,)]
+            sql = "SELECT run_id FROM wf_instances WHERE workflow_id = ?"
+            child_id = tx.execute(sql, ["payment"]).fetchall()[0][0]
+            if outcome == "rollback":
+                raise ValueError("no")
+
+    if outcome == "rollback":
+        assert_no_run_exists(engine, acts, run)
+        with pytest.raises(wf.UsageError, match="there is no run"):
+            engine.run(child_id)
+        return
+    engine.run_until_idle()
+    assert run.status is wf.RunStatus.COMPLETED
+    assert acts.names() == ["pay", "ship"]
+    assert rows(engine, "SELECT workflow_id, status FROM wf_instances ORDER BY 1") == [
+        ("payment", "completed"),
+        ("shop", "completed"),
+    ]
+
+
 def test_a_refused_admission_can_be_caught_and_the_block_goes_on(
     shop: wf.Engine, acts: Activities
 ) -> None:

@@ -213,3 +213,29 @@ def test_an_action_the_engine_refuses_shows_why(engine, acts, on_step) -> None:
     assert "not suspended" in recovery.message.text
     assert on_step.status == wf.RunStatus.CANCELLED
     assert events(on_step, "run.resumed") == []
+
+
+def test_retry_run_goes_on_with_a_failed_run_from_where_it_failed(engine, acts) -> None:
+    acts.noop("fetch", "store")
+    acts.broken["store"] = True
+    engine.register(wf.Workflow("sync").start_with("fetch").then("store", max_attempts=1))
+    run = engine.start("sync", {"n": 1})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.FAILED
+    recovery = Recovery(engine, actor="ana")
+    row = recovery.row(run.id)
+    assert list(row.buttons) == ["retry-run", "restart"]
+    assert "wfkit-recovery-retry-run" in row.buttons["retry-run"]._dom_classes
+    acts.broken.clear()
+
+    row.buttons["retry-run"].click()
+    assert recovery.confirm.pending == f"Really retry failed run {run.id} from where it failed?"
+    assert events(run, "run.retried") == []  # only Yes acts
+    recovery.confirm.yes_button.click()
+
+    assert [e.actor for e in events(run, "run.retried")] == ["ana"]
+    assert recovery.message.text == f"retried run {run.id} from where it failed as ana"
+    assert run.id not in recovery.rows  # running again: not listed
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.calls == ["fetch", "store", "store"]  # fetch did not run again

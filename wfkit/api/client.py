@@ -170,6 +170,11 @@ class ApiClient:
         body = {"action": action, "actor": actor or "wfkit-cli"}
         self.request("POST", f"/runs/{_seg(run_id)}/recover", body)
 
+    def retry(self, run_id: str, *, actor: str | None = None) -> None:
+        """Like :meth:`Engine.retry`."""
+        body = {"actor": actor or "wfkit-cli"}
+        self.request("POST", f"/runs/{_seg(run_id)}/retry", body)
+
     def status(self, run_id: str) -> str:
         """The run's status."""
         return str(self.request("GET", f"/runs/{_seg(run_id)}")["status"])

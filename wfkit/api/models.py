@@ -20,6 +20,7 @@ __all__ = [
     "RecoverRequest",
     "RestartRequest",
     "ResumeRequest",
+    "RetryRequest",
     "RunChange",
     "RunDetail",
     "RunList",
@@ -133,6 +134,12 @@ class RecoverRequest(_Request):
         description="retry the compensation, skip it (recorded as a decision), or abandon the "
         "unwind (the run fails as it stands)."
     )
+    actor: Actor
+
+
+class RetryRequest(_Request):
+    """Who tries a failed run again (from where it failed)."""
+
     actor: Actor
 
 
@@ -279,7 +286,7 @@ class WaitOut(BaseModel):
 
     run_id: str
     node_id: str
-    kind: str = Field(description="'signal' or 'approval'.")
+    kind: str = Field(description="'signal', 'approval' or 'call' (waits for a child run).")
     name: str
     key: str | None = None
     since: Moment

@@ -24,6 +24,7 @@ from wfkit.api.models import (
     RecoverRequest,
     RestartRequest,
     ResumeRequest,
+    RetryRequest,
     RunChange,
     RunDetail,
     RunList,
@@ -343,6 +344,19 @@ def recover_run(engine: EngineDep, run_id: RunId, body: RecoverRequest) -> RunCh
     """Decide a failed compensation of a suspended run."""
     run = _run(engine, run_id)
     engine.recover_compensation(run_id, action=body.action, actor=body.actor)
+    return _change(run)
+
+
+@secured.post(
+    "/runs/{run_id}/retry",
+    summary="Try a failed run again from where it failed",
+    responses={**_BODY, **_NO_RUN, **_CONFLICT},
+)
+def retry_run(engine: EngineDep, run_id: RunId, body: RetryRequest) -> RunChange:
+    """Go on with a failed run from the step that failed (completed steps are not run again);
+    refused for a run that is not failed."""
+    run = _run(engine, run_id)
+    engine.retry(run_id, actor=body.actor)
     return _change(run)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import networkx as nx
 from pydantic import BaseModel, ValidationError
@@ -21,7 +21,11 @@ from wfkit.definition import keys
 from wfkit.definition.graph import SagaSpec, unique_node_id
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
+from wfkit.definition.splicing import splice_graph
 from wfkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from wfkit.definition.workflow import Workflow
 
 __all__ = ["AtLeast", "Branch", "JoinMode", "Steps", "at_least"]
 
@@ -344,6 +348,57 @@ class Steps:
             self._cursor += self._branch(on_expire, (name, "expired"))
         return self
 
+    def call(
+        self,
+        workflow_id: str,
+        version: int | None = None,
+        input: Mapping[str, str] | None = None,
+        bind: Mapping[str, str] | None = None,
+        *,
+        id: str | None = None,
+        label: str | None = None,
+        on_failed: Branch | None = None,
+    ) -> Self:
+        """Run the registered workflow ``workflow_id`` as a child run and wait for it to end.
+
+        The node id is ``call-<workflow_id>`` (``call-payment``, then ``call-payment-2``...)
+        unless ``id`` is given. ``input`` maps child data fields to safe expressions over this
+        run's data (``{"amount": "total"}``); without it the whole document is passed. Either
+        way the child's data model must accept it, or the call fails. ``bind`` maps child fields
+        to fields of this run (``{"receipt": "receipt"}``), copied back when the child
+        completes; without it nothing is copied back. ``version`` pins the child's version
+        (the latest registered when the call starts by default). A child that fails or is
+        cancelled fails the call: it leaves through ``on_failed`` where given, else the failure
+        rules apply. A call is never retried.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> flow = wf.Workflow("shop", 1).start_with().call(
+        ...     "payment", input={"amount": "total"}, bind={"receipt": "receipt"})
+        >>> flow.node("call-payment").config.input
+        {'amount': 'total'}
+        """
+        self._require_cursor("call")
+        if not isinstance(workflow_id, str) or not workflow_id.strip():
+            raise UsageError(f"call() needs a workflow id, got {workflow_id!r}")
+        node_id = id or unique_node_id(self._graph, f"call-{workflow_id}")
+        self._add(
+            node_id,
+            kind=NodeKind.CALL,
+            config={
+                "workflow_id": workflow_id,
+                "version": version,
+                "input": _mapping("input", input),
+                "bind": _mapping("bind", bind),
+            },
+            label=label,
+        )
+        self._cursor = [(node_id, "next")]
+        if on_failed is not None:
+            self._cursor += self._branch(on_failed, (node_id, "failed"))
+        return self
+
     def saga(
         self,
         body: Branch,
@@ -416,7 +471,7 @@ class Steps:
         return self
 
     def on_failed(self, body: Branch) -> Self:
-        """Route the last action's ``failed`` outlet (taken after its retries) into ``body``."""
+        """Route the last action's (or call's) ``failed`` outlet into ``body``."""
         return self._outlet_branch("on_failed", "failed", body)
 
     def on_fallback(self, body: Branch) -> Self:
@@ -425,7 +480,10 @@ class Steps:
 
     def _outlet_branch(self, verb: str, outlet: str, body: Branch) -> Self:
         node_id = self._last_node(verb)
-        if self._graph.nodes[node_id].get(keys.KIND) != NodeKind.ACTION.value:
+        kind = self._graph.nodes[node_id].get(keys.KIND)
+        if kind != NodeKind.ACTION.value and not (
+            outlet == "failed" and kind == NodeKind.CALL.value
+        ):
             raise UsageError(f"{verb}() follows an action, but {node_id!r} is not one")
         self._cursor += self._branch(body, (node_id, outlet))
         return self
@@ -438,11 +496,55 @@ class Steps:
         self._connect(node_id)
         return self
 
+    def splice(self, other: Workflow) -> Self:
+        """Graft ``other``'s steps in here, as if they had been written with this builder.
+
+        Every node ``other``'s start reaches (its start left out) is copied with its edges,
+        policies, compensations, labels, config and sagas, and the open paths lead into the
+        first of them; the next verb continues from every end of ``other`` (each outlet where
+        one of its paths ends: ``next`` of its last steps, open decision branches, a join's
+        ``completed``, an approval's ``approved``). Node ids are kept where they do not clash;
+        a clashing id becomes ``<other.id>.<node>`` (``-2``, ``-3``... while that is taken too),
+        saga ids likewise. Inside a saga body the spliced steps join that saga, and ``other``'s
+        outermost sagas nest in it (they need a policy). The host's data model and
+        ``strict_merges`` stand: ``validate()`` checks the spliced expressions against the
+        host's model. The step just appended (for ``compensate_with``...) is ``other``'s last.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> pay = wf.Workflow("pay").start_with("card.charge").then("mail.receipt")
+        >>> flow = wf.Workflow("shop").start_with("mail.receipt").splice(pay).then("ship")
+        >>> list(flow.graph.nodes)
+        ['start', 'mail.receipt', 'card.charge', 'pay.mail.receipt', 'ship']
+        """
+        self._require_cursor("splice")
+        graph = getattr(other, "graph", None)
+        if not isinstance(graph, nx.MultiDiGraph):
+            raise UsageError(f"splice() takes a wf.Workflow, got {type(other).__name__}")
+        part = splice_graph(self._graph, graph, prefix=str(other.id), saga=self._saga)
+        self._connect(part.entry)
+        self._cursor = list(part.ends)
+        self._labels.update(part.labels)
+        self._last = part.last
+        return self
+
     def end(self, *, id: str | None = None) -> Self:
         """End every open path at an explicit end node."""
         self._require_cursor("end")
         self._add(id or unique_node_id(self._graph, "end"), kind=NodeKind.END)
         return self
+
+
+def _mapping(what: str, value: Mapping[str, str] | None) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise UsageError(
+            f"call() {what} must map child fields to strings, e.g. {{'amount': 'total'}}; "
+            f"got {type(value).__name__}"
+        )
+    return dict(value)
 
 
 def _model_path(model: type[BaseModel] | str | None) -> str | None:

@@ -24,3 +24,4 @@ EDGE_LABEL = "label"
 # graph attributes
 SAGAS = "sagas"
 STRICT_MERGES = "strict_merges"
+RUN_RETRY = "run_retry"

@@ -19,6 +19,7 @@ __all__ = [
     "KIND_CONFIGS",
     "ActionConfig",
     "ApprovalConfig",
+    "CallConfig",
     "DecisionConfig",
     "DelayConfig",
     "EndConfig",
@@ -45,6 +46,7 @@ class NodeKind(StrEnum):
     DELAY = "delay"  # durable timer
     WAIT = "wait"  # parks on a named signal with a correlation key
     APPROVAL = "approval"  # parks for a person to approve or reject
+    CALL = "call"  # starts another registered workflow as a child run and waits for it
     END = "end"  # explicit end
 
 
@@ -130,6 +132,25 @@ class ApprovalConfig(_Config):
     assignees: tuple[str, ...] = Field((), description="people or groups who may decide")
 
 
+class CallConfig(_Config):
+    """Starts the registered workflow ``workflow_id`` as a child run and waits for it to end.
+
+    ``input`` maps child data fields to safe expressions over the caller's data (without it
+    the caller's whole document is passed); ``bind`` maps child fields to caller fields, copied
+    back when the child completes (without it nothing is copied back). ``version`` pins the
+    child's version; by default the latest registered when the call starts.
+    """
+
+    workflow_id: str = Field(..., min_length=1, description="id of the registered workflow")
+    version: int | None = Field(None, ge=1, description="pinned version; latest if empty")
+    input: dict[str, str] | None = Field(
+        None, description="child field -> expression over the caller's data"
+    )
+    bind: dict[str, str] | None = Field(
+        None, description="child field -> caller field, copied back when the child completes"
+    )
+
+
 KIND_CONFIGS: dict[NodeKind, type[_Config]] = {
     NodeKind.START: StartConfig,
     NodeKind.ACTION: ActionConfig,
@@ -140,6 +161,7 @@ KIND_CONFIGS: dict[NodeKind, type[_Config]] = {
     NodeKind.DELAY: DelayConfig,
     NodeKind.WAIT: WaitConfig,
     NodeKind.APPROVAL: ApprovalConfig,
+    NodeKind.CALL: CallConfig,
     NodeKind.END: EndConfig,
 }
 
@@ -151,6 +173,7 @@ _STATIC_OUTLETS: dict[NodeKind, tuple[str, ...]] = {
     NodeKind.DELAY: ("next",),
     NodeKind.WAIT: ("next", "elapsed"),
     NodeKind.APPROVAL: ("approved", "rejected", "expired"),
+    NodeKind.CALL: ("next", "failed"),
     NodeKind.END: (),
 }
 

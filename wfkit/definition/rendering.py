@@ -2,7 +2,8 @@
 
 Start is a thin circle and end a thick one; actions are rounded boxes; decisions diamonds;
 parallel, join and for_each are bars; a delay is a double circle with a clock, a wait a double
-circle with an envelope, an approval a box with a person. Saga scopes are clusters, compensations
+circle with an envelope, an approval a box with a person, a call (BPMN call activity) a
+thick-bordered rounded box marked ⊞. Saga scopes are clusters, compensations
 dashed boxes linked by dashed lines, and problems red outlines whose tooltip is the message.
 
 Node names in the DOT source are generated (``n0``, ``n1``...), so any id renders; the real id is
@@ -193,6 +194,16 @@ def _node_style(n: str, node: Node) -> dict[str, str]:
     if kind == NodeKind.WAIT:
         timeout = f" ({format_duration(cfg.timeout)})" if cfg.timeout else ""
         return {**_EVENT, "label": "✉", "xlabel": title or f"{cfg.signal}{timeout}"}
+    if kind == NodeKind.CALL:  # a BPMN call activity: thick rounded box, a '+' marker
+        pinned = f" v{cfg.version}" if cfg.version is not None else ""
+        return {
+            "shape": "box",
+            "style": "rounded,filled",
+            "penwidth": "3",
+            "fillcolor": "#e0f2f1",
+            "color": "#00695c",
+            "label": f"{title or _short(cfg.workflow_id + pinned)}\n⊞",
+        }
     # approval: a user task
     timeout = f"\n≤ {format_duration(cfg.timeout)}" if cfg.timeout else ""
     return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import reprlib
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 import networkx as nx
@@ -23,15 +23,21 @@ from wfkit.definition.expressions import check_names, parse_expression
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.run_retry import run_retry_problem
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.errors import ExpressionError
 
-__all__ = ["DEFAULT_MAX_PAYLOAD", "validate", "validate_data"]
+__all__ = ["DEFAULT_MAX_PAYLOAD", "Registered", "validate", "validate_data"]
 
 DEFAULT_MAX_PAYLOAD = 256 * 1024
 """Default limit, in bytes of JSON, on a run's data document."""
 
+Registered = Mapping[str, Mapping[int, type[BaseModel] | None]]
+"""Workflows a call may name: id -> version -> data model (None where it declares none)."""
+
 _FORKS = (NodeKind.PARALLEL, NodeKind.FOR_EACH)
+_CALL_POLICY = {"max_visits", "on_failure"}
+"""The only policy fields a call node takes: it runs no attempts of its own."""
 _LISTED = 10
 """Names listed in one message before the rest are counted ("and 5 more")."""
 
@@ -47,10 +53,17 @@ class _Context:
     """What the rules share: the graph, its valid nodes, and the data model's field names."""
 
     def __init__(
-        self, G: nx.MultiDiGraph, registry: ActivityRegistry | None, model: type[BaseModel] | None
+        self,
+        G: nx.MultiDiGraph,
+        registry: ActivityRegistry | None,
+        model: type[BaseModel] | None,
+        workflows: Registered | None = None,
+        workflow_id: str | None = None,
     ) -> None:
         self.G = G
         self.registry = registry
+        self.workflows = workflows
+        self.workflow_id = workflow_id
         self.fields: set[str] | None = _field_names(model) if model is not None else None
         self.nodes: dict[str, Node] = {}
         self.broken: set[str] = set()
@@ -67,6 +80,8 @@ def validate(
     *,
     registry: ActivityRegistry | None = default_registry,
     data_model: type[BaseModel] | None = None,
+    workflows: Registered | None = None,
+    workflow_id: str | None = None,
 ) -> list[Problem]:
     """Every problem of graph ``G``; an empty list means it is valid.
 
@@ -78,13 +93,18 @@ def validate(
         Where activity names must be registered; ``None`` skips that rule.
     data_model : pydantic model class or None
         The data document's model: expressions and bindings are checked against its fields.
+    workflows : mapping or None
+        The workflows a call node may start (id -> version -> data model), as an engine has
+        them registered; ``None`` skips that rule (a call is then checked when registered).
+    workflow_id : str or None
+        The id of the workflow ``G`` belongs to: a call of it by itself is refused.
 
     Returns
     -------
     list of Problem
         Errors first, then warnings, each in graph order.
     """
-    ctx = _Context(G, registry, data_model)
+    ctx = _Context(G, registry, data_model, workflows, workflow_id)
     problems: list[Problem] = []
     for rule in _RULES:
         problems.extend(rule(ctx))
@@ -506,6 +526,8 @@ def _expressions_of(node: Node) -> list[str]:
         getattr(config, "items", None) if node.kind == NodeKind.FOR_EACH else None,
         getattr(config, "correlate", None),
     ]
+    if node.kind == NodeKind.CALL and config.input:
+        found += list(config.input.values())
     return [e for e in found if e is not None]
 
 
@@ -530,6 +552,91 @@ def _bind_problems(ctx: _Context, n: str, node: Node) -> Iterator[Problem]:
                     node=n,
                     message=f"bind writes {target!r}, which the data model does not have; "
                     "bind to an existing field or add it to the model",
+                )
+
+
+def _rule_calls(ctx: _Context) -> Iterator[Problem]:
+    for n, node in ctx.nodes.items():
+        if node.kind == NodeKind.CALL:
+            yield from _call_problems(ctx, n, node)
+
+
+def _call_problems(ctx: _Context, n: str, node: Node) -> Iterator[Problem]:
+    config = node.config
+    target = config.workflow_id
+    if ctx.workflow_id is not None and target == ctx.workflow_id:
+        yield Problem(
+            code="self-call",
+            node=n,
+            message=f"call {n!r} starts {target!r}, the workflow it is in: a workflow may not "
+            "call itself; loop back with goto() and max_visits instead",
+        )
+    policy = ctx.G.nodes[n].get(keys.POLICY) or {}
+    extra = sorted(set(policy) - _CALL_POLICY) if isinstance(policy, Mapping) else []
+    if extra:
+        yield Problem(
+            code="call-policy",
+            node=n,
+            message=f"call {n!r} sets {', '.join(extra)}, which a call does not use: a call is "
+            "never retried (its child's steps have their own policies); remove them",
+        )
+    if node.policy.on_failure.value == "suspend":
+        yield Problem(
+            code="call-policy",
+            node=n,
+            message=f"call {n!r} has on_failure='suspend', which a call cannot honour (resuming "
+            "would need a new child run); connect its failed outlet or use 'terminate'",
+        )
+    for what, mapping in (("input", config.input), ("bind", config.bind)):
+        for source, dest in (mapping or {}).items():
+            if not source or not dest or not all(source.split(".")):
+                yield Problem(
+                    code="bad-config",
+                    node=n,
+                    message=f"call {n!r}: {what} {source!r} -> {dest!r} names an empty field; "
+                    "map child fields to non-empty names",
+                )
+    if ctx.fields is not None:
+        for dest in (config.bind or {}).values():
+            if dest.split(".")[0] not in ctx.fields:
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"call {n!r}: bind writes {dest!r}, which the data model does not "
+                    "have; bind to an existing field or add it to the model",
+                )
+    if ctx.workflows is None or target == ctx.workflow_id:
+        return
+    versions = ctx.workflows.get(target)
+    if not versions or (config.version is not None and config.version not in versions):
+        known = (
+            f"versions {', '.join(map(str, sorted(versions)))}"
+            if versions
+            else "registered: " + (_names(sorted(ctx.workflows)) or "none")
+        )
+        yield Problem(
+            code="unknown-workflow",
+            node=n,
+            message=f"call {n!r} starts workflow {target!r}"
+            + (f" v{config.version}" if config.version is not None and versions else "")
+            + f", which is not registered ({known}); register it before the workflow that "
+            "calls it",
+        )
+        return
+    version = config.version if config.version is not None else max(versions)
+    model = versions[version]
+    if model is None or model.model_config.get("extra") == "allow":
+        return
+    fields = _field_names(model)
+    for what, names in (("input", config.input or {}), ("bind", config.bind or {})):
+        for source in names:
+            if source.split(".")[0] not in fields:
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"call {n!r}: {what} names child field {source!r}, which "
+                    f"{model.__name__} ({target!r} v{version}) does not have (fields: "
+                    f"{_names(sorted(fields))}); fix the name",
                 )
 
 
@@ -585,8 +692,15 @@ def _rule_text(ctx: _Context) -> Iterator[Problem]:
             )
 
 
+def _rule_run_retry(ctx: _Context) -> Iterator[Problem]:
+    problem = run_retry_problem(ctx.G)
+    if problem is not None:
+        yield Problem(code="bad-run-retry", message=problem)
+
+
 _RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
     _rule_text,
+    _rule_run_retry,
     _rule_nodes,
     _rule_start,
     _rule_outlets,
@@ -596,6 +710,7 @@ _RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
     _rule_activities,
     _rule_sagas,
     _rule_expressions,
+    _rule_calls,
     _rule_reachable,
     _rule_labels,
 )

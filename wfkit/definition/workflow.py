@@ -28,7 +28,8 @@ from wfkit.definition.graph import (
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.policy import Policy
 from wfkit.definition.problems import Problem, Severity
-from wfkit.definition.validation import validate
+from wfkit.definition.run_retry import RunRetry, run_retry_of
+from wfkit.definition.validation import Registered, validate
 from wfkit.definition.values import text_problem
 from wfkit.errors import DefinitionError, UsageError
 
@@ -60,6 +61,9 @@ class Workflow(Steps):
         Runs pin the version they were started with; bump it when the graph changes.
     data : pydantic model class, optional
         Model of the data document; expressions and admissions are checked against it.
+    retry : RunRetry, optional
+        Try a run that failed for good again, from where it failed (see :class:`RunRetry`);
+        kept in the graph (``G.graph['run_retry']``), so it is part of the JSON and the hash.
 
     Examples
     --------
@@ -79,6 +83,7 @@ class Workflow(Steps):
         *,
         graph: nx.MultiDiGraph | None = None,
         strict_merges: bool | None = None,
+        retry: RunRetry | None = None,
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise UsageError(f"a workflow id must be a non-empty string, got {reprlib.repr(id)}")
@@ -106,6 +111,13 @@ class Workflow(Steps):
         (see :meth:`from_json`); kept so that ``to_json`` writes it back. ``None`` otherwise."""
         if strict_merges is not None:
             self._graph.graph[keys.STRICT_MERGES] = bool(strict_merges)
+        if retry is not None:
+            if not isinstance(retry, RunRetry):
+                raise UsageError(
+                    f"retry must be a wf.RunRetry, got {reprlib.repr(retry)}; write it like "
+                    "retry=wf.RunRetry(max_attempts=3, delay='1m')"
+                )
+            self._graph.graph[keys.RUN_RETRY] = retry.model_dump(mode="json")
 
     # --- building ---------------------------------------------------------------------------
 
@@ -113,6 +125,23 @@ class Workflow(Steps):
     def strict_merges(self) -> bool:
         """True when two parallel steps changing the same data path fail the run."""
         return bool(self._graph.graph.get(keys.STRICT_MERGES, False))
+
+    @property
+    def retry(self) -> RunRetry | None:
+        """The run retry budget (``None``: a run that fails for good stays failed).
+
+        Raises
+        ------
+        DefinitionError
+            When ``G.graph['run_retry']`` was edited into something that is not a RunRetry.
+        """
+        try:
+            return run_retry_of(self._graph)
+        except ValueError as exc:  # pydantic's ValidationError is one
+            raise DefinitionError(
+                f"Workflow {self.id!r} v{self.version}: G.graph['run_retry'] is malformed "
+                f"({_brief(exc)}); set it with wf.Workflow(..., retry=wf.RunRetry(...))"
+            ) from None
 
     @property
     def graph(self) -> nx.MultiDiGraph:
@@ -157,14 +186,27 @@ class Workflow(Steps):
 
     # --- checking ---------------------------------------------------------------------------
 
-    def validate(self, *, registry: ActivityRegistry | None = default_registry) -> list[Problem]:
+    def validate(
+        self,
+        *,
+        registry: ActivityRegistry | None = default_registry,
+        workflows: Registered | None = None,
+    ) -> list[Problem]:
         """Every problem of this workflow (errors first, then warnings); empty when valid.
 
-        ``registry`` is where activity names must be registered (``None`` skips that rule).
+        ``registry`` is where activity names must be registered (``None`` skips that rule);
+        ``workflows`` (id -> version -> data model) are the workflows a call may start, as
+        ``engine.register`` passes them (``None``, the default, skips that rule).
         A data model named by a loaded document but not loaded (see :meth:`from_json`) is a
         ``data-model-not-loaded`` error: expressions and admissions could not be checked.
         """
-        problems = validate(self._graph, registry=registry, data_model=self.data_model)
+        problems = validate(
+            self._graph,
+            registry=registry,
+            data_model=self.data_model,
+            workflows=workflows,
+            workflow_id=self.id,
+        )
         if self.data_model is None and self.data_model_ref is not None:
             problems.insert(
                 0,
@@ -178,9 +220,18 @@ class Workflow(Steps):
             )
         return problems
 
-    def check(self, *, registry: ActivityRegistry | None = default_registry) -> Workflow:
+    def check(
+        self,
+        *,
+        registry: ActivityRegistry | None = default_registry,
+        workflows: Registered | None = None,
+    ) -> Workflow:
         """Raise :class:`~wfkit.DefinitionError` carrying every error; return self when valid."""
-        errors = [p for p in self.validate(registry=registry) if p.severity == Severity.ERROR]
+        errors = [
+            p
+            for p in self.validate(registry=registry, workflows=workflows)
+            if p.severity == Severity.ERROR
+        ]
         if errors:
             raise DefinitionError.from_problems(f"Workflow {self.id!r} v{self.version}", errors)
         return self
@@ -309,7 +360,12 @@ class Workflow(Steps):
         return self.validate() if enabled else []
 
     def _title(self) -> str:
-        return f"{self.id} v{self.version}"
+        try:
+            retry = run_retry_of(self._graph)
+        except ValueError:  # drawn anyway: validation reports it on the picture
+            retry = None
+        suffix = f" ({retry.describe()})" if retry is not None else ""
+        return f"{self.id} v{self.version}{suffix}"
 
     def _repr_svg_(self) -> str | None:
         try:

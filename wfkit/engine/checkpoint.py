@@ -27,6 +27,7 @@ from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
 
 if TYPE_CHECKING:
     from wfkit.engine.nodes.base import NodeHandler
+    from wfkit.engine.subruns import Subruns
 
 __all__ = ["Checkpoint", "EventRow", "Rules"]
 
@@ -64,6 +65,13 @@ class Rules(Protocol):
         """The run ends while compensations are under way: record how they were left."""
         ...
 
+    def retry_run(
+        self, cp: Checkpoint, error: str, node_id: str | None, resume: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The run is to fail for good (``resume``: where it could go on): None when a run
+        retry takes the failure, else the detail of its ``run.failed`` event."""
+        ...
+
 
 @dataclass
 class EventRow:
@@ -99,6 +107,9 @@ class Checkpoint:
     saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
     strict_conflict: str | None = None
+    # the run's own grown graph (engine.append): its wf_definitions row, written with this
+    # checkpoint, and the run repinned to its hash
+    graph: tuple[Any, ...] | None = None
     # the writer's reader of posted signals, handed this checkpoint (a bound partial of the
     # checkpoint would make every checkpoint a reference cycle, left to the garbage collector)
     posted_source: (
@@ -109,6 +120,11 @@ class Checkpoint:
     in_flight: Callable[[str], bool] | None = None
     drain_timeout: timedelta = timedelta(seconds=60)
     start_status: str = ""
+    # child runs: the port that starts them (engine/subruns.py), children whose calling token
+    # was removed (to be cancelled), and calling tokens of other runs to wake by a timer row
+    calls: Subruns | None = None
+    orphans: list[str] = field(default_factory=list)
+    wakes: list[tuple[str, str, str, datetime]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.start_status = self.run.status
@@ -230,6 +246,8 @@ class Checkpoint:
             self.drop_bookmark(token_id)
         if token["st"] in ("ready", "running", TokenState.CANCELLING):
             self.cancel.append(token_id)
+        if token.get("child"):  # a call's child run goes with the token that waits for it
+            self.orphans.append(token["child"])
         self.run.drop("tokens", token_id)
 
     # --- timers ---------------------------------------------------------------------------------
@@ -274,11 +292,15 @@ class Checkpoint:
         self.event("step.failed", node_id, token_id, attempt=attempt, error=error)
         self.fail(token_id, error)
 
-    def fail_run(self, error: str, *, node_id: str | None = None) -> None:
+    def fail_run(
+        self, error: str, *, node_id: str | None = None, resume: dict[str, Any] | None = None
+    ) -> None:
         """End the run as failed: every token is removed, every attempt cancelled; the run fails
-        once the attempts in flight have ended (see :mod:`wfkit.engine.drains`)."""
-        if not self.rules.end(self, {"end": "failed", "error": error, "node": node_id}):
-            self.end_failed(error, node_id=node_id)
+        once the attempts in flight have ended (see :mod:`wfkit.engine.drains`). ``resume``:
+        where a run retry would go on (:mod:`wfkit.engine.run_retries`); None where none can."""
+        end = {"end": "failed", "error": error, "node": node_id, "resume": resume}
+        if not self.rules.end(self, end):
+            self.end_failed(error, node_id=node_id, resume=resume)
 
     def cancel_run(self, reason: str) -> None:
         """End the run as cancelled by an operator, once its attempts in flight have ended."""
@@ -286,11 +308,17 @@ class Checkpoint:
         if not self.rules.end(self, end):
             self.end_cancelled(reason)
 
-    def end_failed(self, error: str, *, node_id: str | None = None) -> None:
-        """Record the run failed (no token or attempt is left)."""
+    def end_failed(
+        self, error: str, *, node_id: str | None = None, resume: dict[str, Any] | None = None
+    ) -> None:
+        """Record the run failed (no token or attempt is left), unless a run retry parks it
+        for its next attempt."""
         self._close_sagas("failed")
+        detail = self.rules.retry_run(self, error, node_id, resume)
+        if detail is None:
+            return
         self.run.set_status(RunStatus.FAILED.value, error)
-        self.event("run.failed", node_id, error=error)
+        self.event("run.failed", node_id, error=error, detail=detail or None)
 
     def end_cancelled(self, reason: str, actor: str | None = None) -> None:
         """Record the run cancelled (no token or attempt is left) by ``actor`` (this
@@ -327,8 +355,12 @@ class Checkpoint:
 
     @property
     def woke(self) -> bool:
-        """True when the checkpoint woke its run: from waiting or suspended to running."""
-        asleep = self.start_status in (RunStatus.WAITING.value, RunStatus.SUSPENDED.value)
+        """True when the checkpoint woke its run: from waiting, suspended or failed to running."""
+        asleep = self.start_status in (
+            RunStatus.WAITING.value,
+            RunStatus.SUSPENDED.value,
+            RunStatus.FAILED.value,  # tried again by hand (engine.retry)
+        )
         # not to end: a run that drains keeps the attempts it waits for
         return asleep and self.run.status == RunStatus.RUNNING.value and not self.run.ending
 

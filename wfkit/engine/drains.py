@@ -184,7 +184,7 @@ def _settle(cp: Checkpoint, token_id: str) -> None:
     elif end["end"] == UNWIND and end["token"] in run.tokens:
         sagas.start_unwind(cp, end["token"], end["error"])
     else:
-        cp.end_failed(end["error"], node_id=end.get("node"))
+        cp.end_failed(end["error"], node_id=end.get("node"), resume=end.get("resume"))
 
 
 def _branch_outcome(

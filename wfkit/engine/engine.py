@@ -23,12 +23,14 @@ from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.growth import Growth
 from wfkit.engine.handles import Run, check_known, explain
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
+from wfkit.engine.subruns import Subruns
 from wfkit.engine.transactions import Transaction, start_on_connection
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
@@ -60,7 +62,7 @@ def _close_at_exit() -> None:
             log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
-class Engine(Operations):
+class Engine(Operations, Growth):
     """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
 
     Parameters
@@ -135,7 +137,10 @@ class Engine(Operations):
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._writer.binder = self.registry.get
+        self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
+        # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
+        self._grown: dict[tuple[str, int, str], str] = {}
         self._closed = False
         self._load_definitions()
         self._writer.reload_flows = self._load_definitions
@@ -188,6 +193,8 @@ class Engine(Operations):
     # --- definitions --------------------------------------------------------------------------
 
     def _load_definitions(self) -> None:
+        for wid, version, digest, registered in self._store.query("grown_definitions"):
+            self._grown[(wid, version, digest)] = registered
         for wid, version, digest, graph_json, model_path, _at in self._store.query("definitions"):
             if (wid, version, digest) in self._writer.flows:
                 continue
@@ -198,13 +205,15 @@ class Engine(Operations):
                 log.warning("data model %s of %s v%s cannot be imported", model_path, wid, version)
                 workflow = Workflow(wid, version, None, graph=graph_from_data(data["graph"]))
             flow = self._writer.add_flow(workflow)
-            self._latest.setdefault(wid, {})[version] = flow
+            if (wid, version, digest) not in self._grown:  # a run's own graph is no version
+                self._latest.setdefault(wid, {})[version] = flow
 
     def register(self, workflow: Workflow) -> Workflow:
         """Validate ``workflow`` and store it under ``(id, version)``.
 
         Re-registering the same graph is a no-op. A changed graph under an ``(id, version)``
-        that has runs in flight is refused: register it as a new version.
+        that has runs in flight is refused: register it as a new version. A workflow that
+        calls another (``flow.call(...)``) is registered after the one it calls.
 
         Raises
         ------
@@ -212,8 +221,16 @@ class Engine(Operations):
             With every problem, when the workflow is invalid or its version is taken.
         """
         self._scheduler.refuse_in_block("engine.register()")
+        if self._store.shared and any(k == "call" for _, k in workflow.graph.nodes(data="kind")):
+            self._load_definitions()  # a called workflow another engine registered counts
+        registered = {
+            wid: {v: flow.data_model for v, flow in versions.items()}
+            for wid, versions in self._latest.items()
+        }
         errors = [
-            p for p in workflow.validate(registry=self.registry) if p.severity == Severity.ERROR
+            p
+            for p in workflow.validate(registry=self.registry, workflows=registered)
+            if p.severity == Severity.ERROR
         ]
         if errors:
             raise DefinitionError.from_problems(
@@ -235,7 +252,10 @@ class Engine(Operations):
                     f"finish on v{workflow.version})"
                 )
             snapshot = workflow.copy()
-            if (workflow.id, workflow.version, digest) not in self._writer.flows:
+            key = (workflow.id, workflow.version, digest)
+            # a graph first stored as a run's grown graph (append) becomes the version's graph
+            grown = self._grown.pop(key, None) is not None
+            if key not in self._writer.flows or grown:
                 self._store.write(
                     [
                         Statement(
@@ -250,7 +270,8 @@ class Engine(Operations):
                                     self.clock.now(),
                                 )
                             ],
-                        )
+                        ),
+                        Statement("register_grown_definition", [key] if grown else []),
                     ]
                 )
             flow = self._writer.add_flow(snapshot)
@@ -285,6 +306,16 @@ class Engine(Operations):
                 [f"unknown version {version}"],
             )
         return versions[chosen]
+
+    def _resolve_call(self, workflow_id: str, version: int | None) -> CompiledFlow:
+        """The workflow a call node starts: on a shared store another engine may have
+        registered it (or a later version) since this one loaded the definitions."""
+        if self._store.shared:
+            latest = self._store.query("latest_definition_version", [workflow_id])[0][0]
+            known = self._latest.get(workflow_id, {})
+            if latest is not None and (latest not in known or (version and version not in known)):
+                self._load_definitions()
+        return self._resolve(workflow_id, version)
 
     # --- starting runs ------------------------------------------------------------------------
 

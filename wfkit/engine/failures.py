@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from wfkit.definition.policy import OnFailure
-from wfkit.engine import drains, frames, sagas
+from wfkit.engine import drains, frames, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.records import RunStatus
 from wfkit.engine.vocabulary import EventKind, TokenState
@@ -45,7 +45,9 @@ def route(cp: Checkpoint, token_id: str, error: str, bypass_failed_outlet: bool 
         if token["fr"]:
             frames.branch_failed(cp, token_id, error)
             return
-    cp.fail_run(error, node_id=node_id)
+    # a run retry goes on here; after on_failure="terminate" only an operator's engine.retry
+    resume = run_retries.resume_point(cp, token_id, auto=policy != OnFailure.TERMINATE)
+    cp.fail_run(error, node_id=node_id, resume=resume)
 
 
 class Semantics:
@@ -71,6 +73,11 @@ class Semantics:
 
     def close_sagas(self, cp: Checkpoint, status: str) -> None:
         sagas.close_open(cp, status)
+
+    def retry_run(
+        self, cp: Checkpoint, error: str, node_id: str | None, resume: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        return run_retries.on_failed(cp, error, node_id, resume)
 
 
 RULES = Semantics()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
 from wfkit.engine.records import Event, RunStatus, RunView
+from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
@@ -62,6 +63,8 @@ class Run:
             dict(state.outputs),
             state.seq,
             {t: dict(tok) for t, tok in state.tokens.items()},
+            run_attempt(state),
+            state.status == RunStatus.FAILED.value and record(state).get("resume") is not None,
         )
 
     def node(self, node_id: str) -> Node:
@@ -78,13 +81,25 @@ class Run:
 
     @property
     def workflow(self) -> Workflow:
-        """The workflow definition (the exact version and graph) this run was admitted with."""
+        """The workflow definition (the exact version and graph) this run follows: the one it
+        was admitted with, or its own grown graph once ``engine.append`` grew it."""
         return self._engine._state(self.id).flow.workflow
 
     @property
     def workflow_id(self) -> str:
         """The workflow this run belongs to."""
         return self._engine._state(self.id).flow.id
+
+    @property
+    def parent(self) -> Run | None:
+        """The run whose call node started this one (None for a run started otherwise)."""
+        caller = self._engine._state(self.id).caller.get("run")
+        return Run(self._engine, caller["run"]) if caller else None
+
+    def children(self) -> list[Run]:
+        """The child runs this run's call nodes started, oldest first."""
+        rows = self._engine._store.query("call_children", [self.id])
+        return [Run(self._engine, json.loads(detail)["child_run"]) for (detail,) in rows]
 
     def history(self) -> list[Event]:
         """Every event of the run, oldest first."""
@@ -136,6 +151,7 @@ class Run:
                 EventKind.JOIN_COMPLETED,
                 EventKind.PARALLEL_FORKED,
                 EventKind.FOR_EACH_STARTED,
+                EventKind.CALL_COMPLETED,
             ):
                 statuses[node] = NodeStatus.SUCCEEDED.value
             elif event.kind in (
@@ -144,6 +160,7 @@ class Run:
                 EventKind.BRANCH_FAILED,
                 EventKind.JOIN_PARTIAL,
                 EventKind.RUN_FAILED,
+                EventKind.CALL_FAILED,
             ):
                 statuses[node] = NodeStatus.FAILED.value
             elif event.kind == EventKind.COMPENSATION_COMPLETED:
@@ -163,6 +180,7 @@ class Run:
                 TokenState.WAIT: NodeStatus.WAITING.value,
                 TokenState.TIMER: NodeStatus.WAITING.value,
                 TokenState.RETRY: NodeStatus.RETRYING.value,
+                TokenState.RUN_RETRY: NodeStatus.RETRYING.value,
                 TokenState.SUSPENDED: NodeStatus.FAILED.value,
                 TokenState.CANCELLING: NodeStatus.CANCELLING.value,
             }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
@@ -212,6 +230,8 @@ def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: dateti
     if kind == "signal":
         text = f"waiting for signal {name!r}" + (f" (key {key})" if key else "") + when
         return text + (f"; times out {in_words(due - now)}" if due else "")
+    if kind == "call":
+        return f"waiting at {node_id!r} for child run {key} of {name!r}{when}"
     assignees = json.loads(detail or "{}").get("assignees") or []
     who = f" by {', '.join(assignees)}" if assignees else ""
     text = f"waiting for approval {node_id!r}{who}{when}"
@@ -225,6 +245,9 @@ def explain(engine: Engine, run_id: str) -> str:
     now = engine.clock.now()
     if status == RunStatus.COMPLETED:
         return "completed"
+    if status == RunStatus.FAILED and budget(state.flow) is not None:
+        attempt, most, error = waiting_error(state)
+        return f"failed (run attempt {attempt} of {most}): {error}"
     if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
     if status == RunStatus.SUSPENDED:
@@ -263,6 +286,14 @@ def explain(engine: Engine, run_id: str) -> str:
                 undo = state.saga.get(token["entry"], {}).get("comp", "?")
                 what = f"compensation {undo!r} of {node!r}"
             parts.append(f"retrying {what} (attempt {token['att']}) {in_words(due - now)}")
+        elif token["st"] == TokenState.RUN_RETRY and token.get("due"):
+            due = datetime.fromisoformat(token["due"])
+            attempt, most, error = waiting_error(state)
+            of = f" of {most}" if most is not None else ""
+            parts.append(
+                f"failed (run attempt {attempt}{of}): {error}; tried again at {due:%H:%M} "
+                f"({in_words(due - now)}) from {node!r}"
+            )
         elif token["st"] == "timer" and token.get("due"):
             due = datetime.fromisoformat(token["due"])
             parts.append(

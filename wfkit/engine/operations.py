@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from wfkit.definition.durations import parse_duration
 from wfkit.definition.values import json_problem, text_problem
-from wfkit.engine import sagas
+from wfkit.engine import run_retries, sagas
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes.wait import fit_payload
@@ -76,13 +76,21 @@ class Operations:
     max_payload: int
 
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
-        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded."""
+        """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded.
+
+        The child runs its calls wait for (and their children) are cancelled with it, in the
+        same transaction.
+        """
         refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
 
         def cancel(writer: Writer) -> None:
             with self._holding(run_id) as run:
                 if RunStatus(run.status).terminal:
                     raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+                if writer.subruns is not None:
+                    # its child runs (and theirs) are cancelled with it, in this commit: take
+                    # them all first (RunBusy while another engine holds one: nothing changed)
+                    writer.subruns.family(run)
                 writer.checkpoint(run, actor).cancel_run(reason)
 
         self._command(cancel)
@@ -353,6 +361,66 @@ class Operations:
                 sagas.recover(writer.checkpoint(run, actor), action)
 
         self._command(recover)
+
+    def retry(self, run_id: str, *, actor: str | None = None) -> None:
+        """Try a failed run again now, from where it failed (docs/semantics.md §16).
+
+        Steps that completed are not run again; the step that failed gets a fresh set of
+        attempts (after a saga unwind, the run goes on from the first step of the saga it
+        undid). It is one more run attempt, with or without a ``wf.RunRetry`` on the workflow,
+        and is recorded ``run.retried`` with the actor.
+
+        Raises
+        ------
+        UsageError
+            When the run is unknown or not ``failed`` (a run waiting for its next attempt
+            included), or failed where it cannot go on (say, a strict merge conflict or an
+            abandoned compensation): nothing is changed.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> down = {"mail": True}
+        >>> @wf.activity("docs.mail-once")
+        ... def mail(ctx):
+        ...     if down["mail"]:
+        ...         raise RuntimeError("mail server down")
+        >>> engine = wf.Engine(":memory:")
+        >>> _ = engine.register(wf.Workflow("mailer").start_with("docs.mail-once", max_attempts=1))
+        >>> run = engine.start("mailer")
+        >>> engine.run_until_idle()
+        >>> run.explain()
+        'failed: RuntimeError: mail server down'
+        >>> down["mail"] = False
+        >>> engine.retry(run.id, actor="ops")
+        >>> engine.run_until_idle()
+        >>> run.status.value, run.view().run_attempt
+        ('completed', 2)
+        """
+        refuse_unstorable(UsageError, f"retrying run {run_id}", actor=actor)
+
+        def retry(writer: Writer) -> None:
+            with self._holding(run_id) as run:
+                if run.status != RunStatus.FAILED.value:
+                    waiting = any(t["st"] == "run_retry" for t in run.tokens.values())
+                    why = (
+                        "it failed and waits for its next run attempt (its RunRetry timer); "
+                        "let the timer fire, or cancel it"
+                        if waiting
+                        else "only a failed run can be retried (a suspended one: engine.resume)"
+                    )
+                    raise UsageError(f"run {run_id} is {run.status}, not failed; {why}")
+                if run_retries.record(run).get("resume") is None:
+                    raise UsageError(
+                        f"run {run_id} failed where it cannot go on ({run.error or 'failed'}: a "
+                        "strict merge conflict, an abandoned compensation, a terminate inside a "
+                        "branch, or a run that failed before run retries existed); start it "
+                        f"afresh with engine.restart_as_new({run_id!r})"
+                    )
+                run_retries.retry_by_hand(writer.checkpoint(run, actor))
+
+        self._command(retry)
+        self._scheduler.wake()  # on a shared store the run waits to be claimed
 
     def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
         """Start a fresh run of the same definition with the original input; lineage both ways."""

@@ -38,6 +38,8 @@ _TABLE: dict[tuple[NodeKind, str], Unconnected] = {
     (NodeKind.APPROVAL, "approved"): Unconnected.END,
     (NodeKind.APPROVAL, "rejected"): Unconnected.FAIL,
     (NodeKind.APPROVAL, "expired"): Unconnected.FAIL,
+    (NodeKind.CALL, "next"): Unconnected.END,
+    (NodeKind.CALL, "failed"): Unconnected.FAIL,
 }
 
 

@@ -218,7 +218,7 @@ class LeasedOwnership:
             for cp in old
             if cp.woke or not any(t["st"] in IN_FLIGHT for t in cp.run.tokens.values())
         ]
-        wake = bool(new_runs) or bool(woken) or any(cp.timers_add for cp in batch)
+        wake = bool(new_runs) or bool(woken) or any(cp.timers_add or cp.wakes for cp in batch)
         statements = self.leases.guard([cp.run.run_id for cp in old], leaving, wake)
         if woken:
             rows = [summary(cp.run, cp.now) for cp in woken]

@@ -48,6 +48,8 @@ class Event:
     def __str__(self) -> str:
         where = f" {self.node_id}" if self.node_id else ""
         attempt = f" (attempt {self.attempt})" if self.attempt else ""
+        if not attempt and self.detail.get("run_attempt"):  # run.retrying, .retried, .failed
+            attempt = f" (run attempt {self.detail['run_attempt']})"
         who = f" by {self.actor}" if self.actor else ""
         error = f": {self.error.strip().splitlines()[-1]}" if self.error else ""
         return f"{self.at:%H:%M:%S} {self.kind}{where}{attempt}{who}{error}"
@@ -87,7 +89,10 @@ class RunView:
     """A consistent picture of one run, read at one moment (times are UTC).
 
     ``tokens`` maps each token to where it stands: ``node``, ``st`` (ready, retry, wait, timer,
-    suspended...), ``att`` (attempt) and ``li`` (item index inside a for_each).
+    suspended, run_retry...), ``att`` (attempt) and ``li`` (item index inside a for_each).
+    ``run_attempt`` is the run attempt under way, or the last one that ended (1 for a run never
+    tried again; see :class:`~wfkit.RunRetry` and ``engine.retry``); ``retryable`` is True for a
+    failed run that ``engine.retry`` can take up from where it failed.
     """
 
     run_id: str
@@ -99,6 +104,8 @@ class RunView:
     outputs: dict[str, Any]
     seq: int
     tokens: dict[str, dict[str, Any]]
+    run_attempt: int = 1
+    retryable: bool = False
 
     @property
     def in_flight(self) -> dict[str, tuple[str, int]]:

@@ -35,6 +35,7 @@ class RunRows:
     saga_add: list[tuple[Any, ...]] = field(default_factory=list)
     saga_set: list[tuple[Any, ...]] = field(default_factory=list)
     posted: list[str] = field(default_factory=list)  # posted signals its waits took
+    graph: tuple[Any, ...] | None = None  # the run's own grown graph, and the run repinned to it
 
     def timer_ops(
         self, added: list[tuple[str, str, str, datetime]], deleted: list[tuple[str, str]]
@@ -61,6 +62,7 @@ class RunRows:
         sets = {(row[2], row[3]): row for row in [*self.saga_set, *later.saga_set]}
         self.saga_set = list(sets.values())
         self.posted += later.posted
+        self.graph = later.graph or self.graph
 
     def bookmark_ops(self, added: list[tuple[Any, ...]], deleted: list[str]) -> None:
         """Record the checkpoint's bookmark changes (an add after a delete of one key wins)."""
@@ -91,5 +93,7 @@ def merge(
         Statement("insert_saga_step", [row for p in parts for row in p.saga_add]),
         Statement("update_saga_step", [row for p in parts for row in p.saga_set]),
         Statement("delete_posted_signal", [(s,) for p in parts for s in p.posted]),
+        Statement("insert_grown_definition", [p.graph for p in parts if p.graph is not None]),
+        Statement("repin_instance", [(p.graph[2], p.run_id) for p in parts if p.graph is not None]),
     ]
     return statements, added_timers

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from wfkit.definition.policy import Policy, SagaPolicy
+from wfkit.engine import run_retries
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.loops import entry_path, loop_detail, loop_item, loop_path
@@ -229,7 +230,11 @@ def _finish(cp: Checkpoint, unwind_id: str) -> None:
     if unwind["then"]["kind"] == "branch" and failing in run.tokens:
         cp.rules.branch_failed(cp, failing, unwind["error"])
         return
-    cp.fail_run(unwind["error"], node_id=run.tokens.get(failing, {}).get("node"))
+    cp.fail_run(
+        unwind["error"],
+        node_id=run.tokens.get(failing, {}).get("node"),
+        resume=run_retries.after_unwind(cp, unwind),
+    )
 
 
 def compensation_policy(cp: Checkpoint, node_id: str) -> Policy:

@@ -2,8 +2,9 @@
 
 The cursor is four small maps — ``tokens`` (where each token stands), ``frames`` (open parallel
 and for_each scopes with their join counts), ``visits`` (per node and scope) and ``outputs`` —
-plus a token counter and the status; ``saga`` and ``unwinds`` hold the saga stack, and
-``ending`` the end of a run that waits for its attempts in flight to stop. Every change goes
+plus a token counter and the status; ``saga`` and ``unwinds`` hold the saga stack,
+``ending`` the end of a run that waits for its attempts in flight to stop, and ``caller`` the
+run whose call node started this one (see :mod:`wfkit.engine.subruns`). Every change goes
 through :meth:`RunState.put` / :meth:`RunState.drop`, which record it, so a checkpoint writes
 just the changes (the *delta*) and recovery replays deltas onto the last snapshot. Code is
 never replayed, only these changes.
@@ -21,7 +22,18 @@ from wfkit.engine.flows import CompiledFlow
 
 __all__ = ["RunState"]
 
-_MAPS = ("tokens", "frames", "items", "visits", "outputs", "saga", "unwinds", "ending")
+_MAPS = (
+    "tokens",
+    "frames",
+    "items",
+    "visits",
+    "outputs",
+    "saga",
+    "unwinds",
+    "ending",
+    "caller",
+    "retry",
+)
 
 
 @dataclass
@@ -46,6 +58,10 @@ class RunState:
     unwinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # unwinds in progress
     # the end waiting for attempts in flight to stop (key "run"; see engine/drains.py)
     ending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # a child run's caller (key "run"): the calling run, its token and call node, the depth
+    caller: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the run attempt and where a failed run goes on when tried again (engine/run_retries.py)
+    retry: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     # restored from the snapshot an engine wrote as it closed, with nothing running: its ready
     # steps were only queued (not suspects of a crash); any later checkpoint clears it

@@ -160,12 +160,14 @@ class Transaction:
         )
 
     def _forget_runs(self) -> None:
-        """The block rolled back: its runs leave memory (nothing of them is in the store)."""
-        if not self._run_ids:
+        """The block rolled back: its runs leave memory (nothing of them is in the store), and
+        so do the runs their first checkpoints made or changed (a call node's child run)."""
+        touched = set(self._run_ids).union(*(r.changed for r in self._released))
+        if not touched:
             return
         writer = self._engine._writer
         with writer.lock:
-            for run_id in self._run_ids:
+            for run_id in touched:
                 writer.runs.pop(run_id, None)
                 writer.views.pop(run_id, None)
                 writer.dirty.discard(run_id)

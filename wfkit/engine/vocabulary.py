@@ -21,12 +21,13 @@ class TokenState(StrEnum):
     READY = "ready"  # its step may run: queued, or an attempt is in flight
     RETRY = "retry"  # waits on a retry timer before its next attempt
     TIMER = "timer"  # waits on a delay's timer
-    WAIT = "wait"  # parked on a bookmark (signal or approval), maybe with a deadline timer
+    WAIT = "wait"  # parked on a bookmark (signal, approval or call), maybe with a deadline timer
     MOVING = "moving"  # left a wait and is being routed on within this checkpoint
     SUSPENDED = "suspended"  # parked for an operator (on_failure="suspend" or a compensation)
     UNWINDING = "unwinding"  # failed for good; waits while its saga is unwound
     CANCELLING = "cancelling"  # removed while its attempt was in flight; waits for its outcome
     FAILED = "failed"  # a synthetic token standing for a failed join while it is routed
+    RUN_RETRY = "run_retry"  # its run failed; waits on the timer of the run's next attempt
 
 
 #: token states whose step has an attempt queued or running (or one still to be accounted for)
@@ -58,7 +59,10 @@ class EventKind(StrEnum):
     RUN_SUSPENDED = "run.suspended"
     RUN_RESUMED = "run.resumed"
     RUN_RESTARTED = "run.restarted"
+    RUN_RETRYING = "run.retrying"  # failed; tried again when its run_retry timer fires
+    RUN_RETRIED = "run.retried"  # the next run attempt started (timer or engine.retry)
     RUN_DRAINING = "run.draining"  # the run will end once its attempts in flight have ended
+    RUN_APPENDED = "run.appended"  # engine.append grew the run's own graph (detail: hash, nodes)
     STEP_COMPLETED = "step.completed"
     STEP_FAILED = "step.failed"
     STEP_RETRYING = "step.retrying"
@@ -83,6 +87,9 @@ class EventKind(StrEnum):
     APPROVAL_APPROVED = "approval.approved"
     APPROVAL_REJECTED = "approval.rejected"
     APPROVAL_EXPIRED = "approval.expired"
+    CALL_STARTED = "call.started"  # a call node started its child run and waits for it
+    CALL_COMPLETED = "call.completed"  # the child completed; its bound fields were copied back
+    CALL_FAILED = "call.failed"  # the child failed or was cancelled, or could not start
     MERGE_CONFLICT = "merge.conflict"
     SAGA_UNWINDING = "saga.unwinding"
     SAGA_COMPENSATED = "saga.compensated"

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import drains, sagas
+from wfkit.engine import drains, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult, printable
 from wfkit.engine.failures import RULES
@@ -31,6 +31,7 @@ from wfkit.engine.ownership import Ownership, SoleOwnership
 from wfkit.engine.records import RunStatus
 from wfkit.engine.rows import RunRows, merge
 from wfkit.engine.state import RunState
+from wfkit.engine.subruns import Subruns
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import TERMINAL_STATUSES, LeaseLost, Statement, Store, ValueRefused
@@ -114,6 +115,8 @@ class Writer:
         self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
         # the open waits of the signals in this round's commands: (name, key) -> row or None
         self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
+        # starts call nodes' child runs and carries their ends back (set by the engine)
+        self.subruns: Subruns | None = None
 
     def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
         """Read the open waits of many signals at once, with their runs' summary rows (two
@@ -381,6 +384,10 @@ class Writer:
             )
         return suspects
 
+    def batch_checkpoints(self) -> list[Checkpoint]:
+        """The checkpoints of the batch being built, in the order they joined it."""
+        return list(self._batch.values())
+
     def batch_runs(self) -> list[str]:
         """The runs with a checkpoint in the batch being built."""
         return list(self._batch)
@@ -428,6 +435,7 @@ class Writer:
             and not rows.marks
             and not rows.posted
             and not rows.saga_set
+            and rows.graph is None
             and not cp.cancel
             and any(t["st"] in IN_FLIGHT for t in run.tokens.values())
         )
@@ -478,6 +486,7 @@ class Writer:
             cp.binder = self.binder
             cp.in_flight = lambda token_id, run_id=run.run_id: (run_id, token_id) in self.inflight
             cp.drain_timeout = self.drain_timeout
+            cp.calls = self.subruns
             self._batch[run.run_id] = cp
         elif actor is not None:
             cp.actor = actor
@@ -545,6 +554,9 @@ class Writer:
         if kind == drains.DRAIN and token["st"] == TokenState.CANCELLING:
             drains.on_deadline(self.checkpoint(run), token_id)
             return
+        if kind == run_retries.TIMER and token["st"] == TokenState.RUN_RETRY:
+            run_retries.on_timer(self.checkpoint(run), token_id)
+            return
         node = run.flow.nodes[token["node"]]
         cp = self.checkpoint(run)
         self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
@@ -561,6 +573,8 @@ class Writer:
         (released at once, written with the next commit, at most BATCH_WINDOW later), unless
         ``force`` (a caller waits for its outcome).
         """
+        if self.subruns is not None:
+            self.subruns.settle()  # child runs that end resume their callers in this batch
         batch, self._batch = self._batch, {}
         new_runs, self._new_runs = self._new_runs, {}
         force, self.force = force or self.force, False
@@ -776,9 +790,10 @@ class Writer:
                 parent,
                 actor,
             )
-        elif cp.start_status in TERMINAL_STATUSES:
+        elif cp.start_status in TERMINAL_STATUSES and run.status == cp.start_status:
             pass  # an ended run only gains events (e.g. restarted): its summary stands
-        elif run.status != RunStatus.RUNNING.value:
+        elif run.status != RunStatus.RUNNING.value or cp.start_status in TERMINAL_STATUSES:
+            # (a failed run tried again by hand is live again: its row must say so at once)
             rows.update = self._summary(run, cp.now)
             self.dirty.discard(run.run_id)
             # on a shared store another engine may have written its rows (e.g. blocked)
@@ -788,10 +803,16 @@ class Writer:
         else:
             self.dirty.add(run.run_id)
         rows.timer_ops(cp.timers_add, cp.timers_del)
+        for run_id, token_id, node_id, due in cp.wakes:  # callers another engine holds
+            rows.timers[(run_id, token_id, "call")] = (
+                "add",
+                (run_id, token_id, node_id, "call", due),
+            )
         rows.bookmark_ops(cp.bookmarks_add, cp.bookmarks_del)
         for op, row in cp.saga_rows:
             (rows.saga_add if op == "add" else rows.saga_set).append(row)
         rows.posted = list(cp.posted_taken)
+        rows.graph = cp.graph
         return rows
 
     def _lease_guard(

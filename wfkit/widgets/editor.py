@@ -16,7 +16,9 @@ CSS hooks for browser tests: ``wfkit-editor`` (the whole editor), ``wfkit-editor
 ``wfkit-editor-connect-source``, ``wfkit-editor-connect-outlet``,
 ``wfkit-editor-connect-target``, ``wfkit-editor-connect``, ``wfkit-editor-problems``,
 ``wfkit-editor-export-path``, ``wfkit-editor-export-svg``, ``wfkit-editor-export-png``,
-``wfkit-editor-register``, ``wfkit-editor-status`` (with ``wfkit-ok`` / ``wfkit-error``).
+``wfkit-editor-register``, ``wfkit-editor-status`` (with ``wfkit-ok`` / ``wfkit-error``),
+``wfkit-editor-open-child`` (shown for a selected call node when the editor has an engine) and
+``wfkit-editor-child`` (where the called workflow's editor opens).
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class Editor(w.VBox):
         What to edit. A bare graph is wrapped as workflow ``id`` version 1; either way the editor
         changes that graph object in place.
     engine : Engine, optional
-        Enables "Register as version N+1".
+        Enables "Register as version N+1", checks call nodes against the engine's workflows,
+        and "Open called workflow" for a selected call node.
     registry : ActivityRegistry, optional
         Where activity names are looked up: the engine's registry, else the default one.
     id : str
@@ -141,6 +144,12 @@ class Editor(w.VBox):
         self.undo_button = _button("Undo", "wfkit-editor-undo", "undo")
         self.redo_button = _button("Redo", "wfkit-editor-redo", "repeat")
         self.refresh_button = _button("Refresh", "wfkit-editor-refresh", "refresh")
+        self.open_child_button = _button(
+            "Open called workflow", "wfkit-editor-open-child", "external-link"
+        )
+        self.open_child_button.layout.display = "none"
+        self.child_box = _tagged(w.VBox(), "wfkit-editor-child")
+        self.child: Editor | None = None
         self.connect_source = _tagged(
             w.Dropdown(description="connect"), "wfkit-editor-connect-source"
         )
@@ -174,6 +183,7 @@ class Editor(w.VBox):
                 self.undo_button,
                 self.redo_button,
                 self.refresh_button,
+                self.open_child_button,
             ]
         )
         connect = w.HBox(
@@ -181,7 +191,7 @@ class Editor(w.VBox):
         )
         graph = w.HBox([self.surface, self.form], layout={"align_items": "flex-start"})
         problems = w.VBox([w.HTML("<b>Problems</b>"), self.problems_view])
-        return [toolbar, self.status_line, graph, connect, problems, self.publish]
+        return [toolbar, self.status_line, graph, connect, problems, self.publish, self.child_box]
 
     def _wire(self) -> None:
         self.surface.observe(self._on_selected, names="selected")
@@ -196,6 +206,7 @@ class Editor(w.VBox):
             (self.redo_button, self.redo),
             (self.refresh_button, self._refresh_clicked),
             (self.connect_button, self._connect_clicked),
+            (self.open_child_button, self.open_child),
         ]
         for button, action in actions:
             button.on_click(lambda _b, action=action: action())
@@ -222,7 +233,7 @@ class Editor(w.VBox):
 
         Call it after changing ``flow.graph`` from code or registering activities.
         """
-        self.problems = self.flow.validate(registry=self.registry)
+        self.problems = self.flow.validate(registry=self.registry, workflows=self._workflows())
         self._redraw()
         self.problems_view.value = problems_html(self.problems)
         self.form.set_activities(self.registry.names())
@@ -246,6 +257,57 @@ class Editor(w.VBox):
             self.surface.svg = ""
             self.status_line.error(str(exc))
         self._drawn = drawn
+
+    def _workflows(self) -> dict[str, dict[int, Any]] | None:
+        """The engine's workflows a call may start (id -> version -> data model)."""
+        if self.engine is None:
+            return None
+        return {
+            wid: {v: self.engine.definition(wid, v).data_model for v in versions}
+            for wid, versions in self.engine.workflows().items()
+        }
+
+    def _called(self) -> tuple[str, int | None] | None:
+        """The workflow (and pinned version) the selected node calls, if it is a call."""
+        node = find_node(self.graph, self.surface.selected)
+        if node is None or self.graph.nodes[node].get(keys.KIND) != NodeKind.CALL.value:
+            return None
+        config = self.graph.nodes[node].get(keys.CONFIG) or {}
+        workflow_id = config.get("workflow_id")
+        return (workflow_id, config.get("version")) if workflow_id else None
+
+    def _offer_open_child(self) -> None:
+        shown = self.engine is not None and self._called() is not None
+        self.open_child_button.layout.display = None if shown else "none"
+
+    def open_child(self) -> Editor | None:
+        """Open the workflow the selected call node starts in an editor below this one.
+
+        The child editor edits a copy of the registered definition (the version the call pins,
+        else the latest); register it from there as a new version. Returns that editor, or
+        None (and says why) when no call is selected or the workflow is not registered.
+        """
+        called = self._called()
+        if called is None or self.engine is None:
+            self.status_line.error(
+                "Select a call node (with an engine given to the editor) to open the workflow "
+                "it calls."
+            )
+            return None
+        workflow_id, version = called
+        try:
+            definition = self.engine.definition(workflow_id, version).copy()
+        except UsageError as exc:
+            self.status_line.error(f"Cannot open the called workflow: {exc}")
+            return None
+        self.child = Editor(definition, self.engine, self.registry)
+        title = f"<b>Called workflow {definition.id} v{definition.version}</b>"
+        self.child_box.children = [w.HTML(title), self.child]
+        self.status_line.ok(
+            f"Opened {definition.id!r} v{definition.version} below (a copy: register it from "
+            "there as a new version)."
+        )
+        return self.child
 
     def _offer_nodes(self) -> None:
         names = [str(n) for n in self.graph]
@@ -277,6 +339,7 @@ class Editor(w.VBox):
             self.surface.selected = ""
         if find_edge(self.graph, self.surface.selected_edge) is None:
             self.surface.selected_edge = []
+        self._offer_open_child()
         if selected is None:
             self.form.clear()
         elif self.form.node_id != str(selected) or self.form.shown != self.graph.nodes[selected]:
@@ -455,6 +518,7 @@ class Editor(w.VBox):
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         name = change["new"]
+        self._offer_open_child()
         if not name:
             if not self.surface.selected_edge:
                 self.form.clear()

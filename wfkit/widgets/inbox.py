@@ -192,7 +192,8 @@ class Inbox(widgets.VBox):
 
     def refresh(self) -> None:
         """Read the open waits again; rows still open keep what was typed into them."""
-        waits = self.engine.waiting()
+        # a call waits for its child run, not for a person or a sender: not listed here
+        waits = [w for w in self.engine.waiting() if w.kind != "call"]
         rows: dict[tuple[str, str, str], _Row] = {}
         for w in waits:
             ident = (w.run_id, w.node_id, w.kind)

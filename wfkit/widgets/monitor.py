@@ -278,12 +278,7 @@ class RunMonitor(widgets.VBox):
         self.data_html = self._html("wfkit-monitor-data")
         self.events_html = self._html("wfkit-monitor-events")
         self.error = Message("wfkit-monitor-error")
-        try:
-            self.surface.draw(
-                self.workflow.graph, title=f"{self.workflow.id} v{self.workflow.version}"
-            )
-        except RenderingUnavailable as exc:
-            self.error.error(str(exc))
+        self._draw()
         super().__init__(
             [
                 self.header_html,
@@ -319,6 +314,14 @@ class RunMonitor(widgets.VBox):
         self.refresh()
         if autostart:
             self.start()
+
+    def _draw(self) -> None:
+        try:
+            self.surface.draw(
+                self.workflow.graph, title=f"{self.workflow.id} v{self.workflow.version}"
+            )
+        except RenderingUnavailable as exc:
+            self.error.error(str(exc))
 
     @staticmethod
     def _html(css_class: str) -> widgets.HTML:
@@ -386,6 +389,11 @@ class RunMonitor(widgets.VBox):
             if signature != self._signature:
                 self.status, self.history = status, self.run.history()
                 self._signature = signature
+                workflow = self.run.workflow
+                if workflow is not self.workflow:  # the run grew (engine.append): its own graph
+                    self.workflow = workflow
+                    self._draw()
+                    changed = True
                 changed |= self._show_progress(state)
             in_flight = state.in_flight
             spans = spans_of(self.history, self.engine.clock.now(), in_flight)

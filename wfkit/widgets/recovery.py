@@ -1,7 +1,8 @@
 """``Recovery``: failed and suspended runs, and what an operator can do about each.
 
 A run suspended on a failed compensation offers Retry, Skip and Abandon; a run suspended on a
-step offers Resume; both offer Cancel; a failed run offers Restart as new. Every button first
+step offers Resume; both offer Cancel; a failed run offers Retry run (``engine.retry``: it goes
+on from where it failed; only where it can) and Restart as new. Every button first
 asks "Really ... run X? [Yes] [No]" and only Yes calls the engine, with the actor field's value
 recorded on the event. As in the inbox, the run moves on under ``engine.start_workers()`` (or
 at the next ``engine.run_until_idle()``).
@@ -10,7 +11,8 @@ CSS hooks: ``wfkit-recovery`` (the widget), ``wfkit-actor``, ``wfkit-recovery-re
 ``wfkit-recovery-message`` (+ ``wfkit-ok`` / ``wfkit-error``), ``wfkit-recovery-summary``,
 ``wfkit-recovery-list``; per run a row ``wfkit-recovery-item`` plus ``wfkit-run-<run id>`` and
 ``wfkit-recovery-<kind>`` (``compensation``, ``step`` or ``failed``), holding the buttons
-``wfkit-recovery-retry``, ``-skip``, ``-abandon``, ``-resume``, ``-cancel``, ``-restart``;
+``wfkit-recovery-retry``, ``-skip``, ``-abandon``, ``-resume``, ``-cancel``, ``-retry-run``,
+``-restart``;
 the confirmation bar: ``wfkit-confirm``, ``wfkit-confirm-question``, ``wfkit-confirm-yes``,
 ``wfkit-confirm-no``.
 """
@@ -54,6 +56,11 @@ ACTIONS: dict[str, tuple[str, str, str]] = {
         "Really cancel run {run}?",
         "Its steps stop and its waits and timers go; the run ends as cancelled.",
     ),
+    "retry-run": (
+        "Retry run",
+        "Really retry failed run {run} from where it failed?",
+        "Steps that completed are not run again; the failed step gets a fresh set of attempts.",
+    ),
     "restart": (
         "Restart as new",
         "Really restart run {run} as new?",
@@ -65,7 +72,7 @@ ACTIONS: dict[str, tuple[str, str, str]] = {
 _BY_KIND = {
     "compensation": ("retry", "skip", "abandon", "cancel"),
     "step": ("resume", "cancel"),
-    "failed": ("restart",),
+    "failed": ("retry-run", "restart"),
 }
 
 
@@ -167,7 +174,10 @@ class Recovery(widgets.VBox):
     def _row(self, info: RunInfo) -> _Row:
         kind = self._kind(info)
         buttons = []
-        for action in _BY_KIND[kind]:
+        actions = _BY_KIND[kind]
+        if kind == "failed" and not self.engine.run(info.run_id).view().retryable:
+            actions = ("restart",)  # it failed where it cannot go on (engine.retry refuses)
+        for action in actions:
             label = ACTIONS[action][0]
             style = "danger" if action in ("abandon", "cancel") else ""
             button = widgets.Button(description=label, button_style=style)
@@ -231,6 +241,9 @@ class Recovery(widgets.VBox):
         if action == "cancel":
             engine.cancel(run_id, actor=actor, reason=f"cancelled by {actor} (Recovery widget)")
             return f"cancelled run {run_id} as {actor}"
+        if action == "retry-run":
+            engine.retry(run_id, actor=actor)
+            return f"retried run {run_id} from where it failed as {actor}"
         if action == "restart":
             new = engine.restart_as_new(run_id, actor=actor)
             return f"restarted run {run_id} as new run {new.id} as {actor}"

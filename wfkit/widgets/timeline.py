@@ -38,14 +38,23 @@ _ENDS: dict[str, tuple[str, str]] = {
     EventKind.COMPENSATION_COMPLETED: ("attempt", NodeStatus.COMPENSATED.value),
     EventKind.COMPENSATION_FAILED: ("attempt", "compensation-failed"),
 }
-_WAIT_STARTS = (EventKind.SIGNAL_WAITING, EventKind.APPROVAL_WAITING, EventKind.DELAY_STARTED)
+_WAIT_STARTS = (
+    EventKind.SIGNAL_WAITING,
+    EventKind.APPROVAL_WAITING,
+    EventKind.DELAY_STARTED,
+    EventKind.CALL_STARTED,
+    EventKind.RUN_RETRYING,  # the failed run waits for its next attempt
+)
 _WAIT_ENDS = (
+    EventKind.CALL_COMPLETED,
+    EventKind.CALL_FAILED,
     EventKind.SIGNAL_RECEIVED,
     EventKind.SIGNAL_ELAPSED,
     EventKind.APPROVAL_APPROVED,
     EventKind.APPROVAL_REJECTED,
     EventKind.APPROVAL_EXPIRED,
     EventKind.TIMER_FIRED,
+    EventKind.RUN_RETRIED,
 )
 _RUN_ENDS = (EventKind.RUN_COMPLETED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED)
 

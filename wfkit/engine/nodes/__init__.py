@@ -9,6 +9,7 @@ from __future__ import annotations
 from wfkit.engine.nodes import (  # each module registers its handler on import
     action,
     approval,
+    call,
     decision,
     delay,
     end,
@@ -25,6 +26,7 @@ __all__ = [
     "NodeHandler",
     "action",
     "approval",
+    "call",
     "decision",
     "delay",
     "end",

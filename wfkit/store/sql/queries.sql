@@ -11,14 +11,39 @@ INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, regis
 VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
+-- name: latest_definition_version
+SELECT max(version) FROM wf_definitions WHERE workflow_id = ?;
+
 -- name: definitions
 SELECT workflow_id, version, hash, graph, data_model, registered_at
 FROM wf_definitions ORDER BY workflow_id, version, registered_at;
 
+-- name: grown_definitions
+-- The runs' own graphs grown by engine.append (not registered versions).
+SELECT workflow_id, version, hash, grown_from FROM wf_definitions WHERE grown_from IS NOT NULL;
+
 -- name: runs_in_flight
-SELECT count(*) FROM wf_instances
-WHERE workflow_id = ? AND version = ? AND hash <> ?
-  AND status NOT IN ('completed', 'failed', 'cancelled');
+-- A run on a graph grown from the registered one (engine.append) counts by the graph it grew
+-- from.
+SELECT count(*) FROM wf_instances i
+LEFT JOIN wf_definitions d
+  ON d.workflow_id = i.workflow_id AND d.version = i.version AND d.hash = i.hash
+WHERE i.workflow_id = ? AND i.version = ? AND coalesce(d.grown_from, i.hash) <> ?
+  AND i.status NOT IN ('completed', 'failed', 'cancelled');
+
+-- name: insert_grown_definition
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
+                            grown_from)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING;
+
+-- name: register_grown_definition
+-- A graph first stored as a run's own grown graph is registered as a version of its own.
+UPDATE wf_definitions SET run_id = NULL, grown_from = NULL
+WHERE workflow_id = ? AND version = ? AND hash = ?;
+
+-- name: repin_instance
+UPDATE wf_instances SET hash = ? WHERE run_id = ?;
 
 -- name: insert_instance
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
@@ -78,6 +103,9 @@ FROM wf_events WHERE run_id = ? AND seq > ? ORDER BY seq;
 -- name: run_history
 SELECT run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error, output, detail
 FROM wf_events WHERE run_id = ? ORDER BY seq;
+
+-- name: call_children
+SELECT detail FROM wf_events WHERE run_id = ? AND kind = 'call.started' ORDER BY seq;
 
 -- name: timers
 SELECT run_id, token, node_id, kind, due_at FROM wf_timers ORDER BY due_at;
@@ -267,14 +295,16 @@ SELECT run_id FROM wf_instances WHERE owner = ?;
 -- column, and its column-wise form for many rows. wfkit.store.copy reads the column lists from
 -- these blocks and checks them against both databases, so a migration that adds a column must
 -- add it here too (or name it in wfkit.store.copy.NOT_COPIED).
-INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
+                            grown_from)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
 -- name: copy_wf_definitions_many
-INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at)
+INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
+                            grown_from)
 SELECT unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
-       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]);
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
 
 -- name: copy_wf_instances
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,

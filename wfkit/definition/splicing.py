@@ -1,0 +1,228 @@
+"""Where a graph's paths end, and grafting one workflow's graph into another.
+
+A graph's *open ends* are the outlets with no edge whose unconnected meaning is "the path ends"
+(docs/semantics.md §3): ``next`` of a start, action, delay or wait, every branch of a decision,
+``completed`` of a join and ``approved`` of an approval — outside the body of every
+parallel/for_each (an end inside a body ends a branch, not the run). The outlets that fail a
+step when unconnected (``failed``, ``fallback``, ``partial``, ``rejected``, ``expired``) and a
+wait's ``elapsed`` (which goes on along ``next``) are never ends. A builder continues from them
+when it splices a workflow in (:meth:`Steps.splice <wfkit.Steps.splice>`), and
+``engine.append`` grows a run from them.
+
+:func:`splice_graph` copies another workflow's graph into a host graph: every node reachable
+from its start except the start itself, with their edges, policies, compensations, labels,
+config and sagas. Node ids are kept where the host has no node of that id; a clashing id
+becomes ``<other id>.<node id>`` (then ``-2``, ``-3``... while that is taken too), and saga ids
+likewise, so the same two graphs always splice to the same ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from wfkit.definition import keys
+from wfkit.definition.graph import iter_nodes, start_nodes
+from wfkit.definition.kinds import Node, NodeKind
+from wfkit.errors import UsageError
+
+__all__ = ["Splice", "end_labels", "open_ends", "splice_graph"]
+
+Exit = tuple[str, str]
+
+_NEXT_ENDS = (NodeKind.START, NodeKind.ACTION, NodeKind.DELAY, NodeKind.WAIT)
+_FORKS = (NodeKind.PARALLEL, NodeKind.FOR_EACH)
+
+
+def _ending_outlets(node: Node) -> tuple[str, ...]:
+    if node.kind in _NEXT_ENDS:
+        return ("next",)
+    if node.kind == NodeKind.JOIN:
+        return ("completed",)
+    if node.kind == NodeKind.APPROVAL:
+        return ("approved",)
+    if node.kind == NodeKind.DECISION:
+        return node.outlets
+    return ()
+
+
+def fork_bodies(G: nx.MultiDiGraph) -> set[str]:
+    """Nodes inside the body of some parallel/for_each: reached from the fork without passing
+    through its join."""
+    nodes = dict(iter_nodes(G))
+    join_of = {node.config.fork: n for n, node in nodes.items() if node.kind == NodeKind.JOIN}
+    inside: set[str] = set()
+    for fork, node in nodes.items():
+        if node.kind not in _FORKS:
+            continue
+        stop = {fork, join_of.get(fork)}
+        seen: set[str] = set()
+        stack = list(G.successors(fork))
+        while stack:
+            n = stack.pop()
+            if n in stop or n in seen:
+                continue
+            seen.add(n)
+            stack.extend(G.successors(n))
+        inside |= seen
+    return inside
+
+
+def open_ends(G: nx.MultiDiGraph) -> list[Exit]:
+    """The outlets where the paths of ``G`` end, as ``(node, outlet)`` in graph order.
+
+    Examples
+    --------
+    >>> import wfkit as wf
+    >>> flow = wf.Workflow("w").start_with("a").if_("x", then=lambda b: b.then("b"))
+    >>> open_ends(flow.graph)
+    [('if-1', 'false'), ('b', 'next')]
+    """
+    inside = fork_bodies(G)
+    ends: list[Exit] = []
+    for n, node in iter_nodes(G):
+        if n in inside:
+            continue
+        used = {k for _, _, k in G.out_edges(n, keys=True)}
+        ends += [(n, outlet) for outlet in _ending_outlets(node) if outlet not in used]
+    return ends
+
+
+def end_labels(G: nx.MultiDiGraph, ends: Iterable[Exit]) -> dict[Exit, str]:
+    """Labels for the edges a builder will draw from ``ends``: an ``if_``'s ``true`` outlet
+    shows its expression, as the builder draws it."""
+    labels: dict[Exit, str] = {}
+    for n, outlet in ends:
+        config = G.nodes[n].get(keys.CONFIG) or {}
+        if outlet == "true" and isinstance(config, Mapping) and config.get("expression"):
+            labels[(n, outlet)] = str(config["expression"])
+    return labels
+
+
+@dataclass
+class Splice:
+    """What :func:`splice_graph` added: where the part begins and where its paths end."""
+
+    entry: str
+    ends: list[Exit]
+    last: str
+    ids: dict[str, str] = field(default_factory=dict)  # the other graph's id -> the new one
+    sagas: dict[str, str] = field(default_factory=dict)
+    labels: dict[Exit, str] = field(default_factory=dict)
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    i = 2
+    while f"{base}-{i}" in taken:
+        i += 1
+    return f"{base}-{i}"
+
+
+def _rename(ids: list[str], taken: set[str], prefix: str) -> dict[str, str]:
+    """Keep the ids not ``taken``; give the others ``prefix.id`` (``-2``... while taken)."""
+    used = taken | {n for n in ids if n not in taken}
+    mapping: dict[str, str] = {}
+    for n in ids:
+        if n in taken:
+            mapping[n] = _fresh(f"{prefix}.{n}", used)
+            used.add(mapping[n])
+        else:
+            mapping[n] = n
+    return mapping
+
+
+def splice_graph(
+    G: nx.MultiDiGraph, other: nx.MultiDiGraph, *, prefix: str, saga: str | None = None
+) -> Splice:
+    """Copy ``other`` (minus its start node) into ``G``; the caller connects ``entry``.
+
+    ``prefix`` (the other workflow's id) prefixes clashing node and saga ids; ``saga`` is the
+    host's saga at the cursor: the spliced nodes outside any saga of ``other`` join it, and
+    ``other``'s outermost sagas nest in it (each must then have a policy). Nothing is added
+    when a :class:`~wfkit.UsageError` is raised.
+    """
+    starts = start_nodes(other)
+    if len(starts) != 1:
+        raise UsageError(
+            f"splice({prefix!r}): the workflow spliced in needs exactly one start node, it has "
+            f"{len(starts)}; build it with start_with(...)"
+        )
+    start = starts[0]
+    firsts = [v for _, v, k in other.out_edges(start, keys=True) if k == "next"]
+    if not firsts:
+        raise UsageError(
+            f"splice({prefix!r}): the workflow spliced in has no step after its start; "
+            "add steps to it first"
+        )
+    if other.in_degree(start):
+        raise UsageError(
+            f"splice({prefix!r}): an edge of the workflow spliced in leads back into its start "
+            "node, which a splice leaves out; loop to its first real step instead"
+        )
+    reach = nx.descendants(other, start)
+    ids = [n for n in other.nodes if n in reach and n != start]
+    mapping = _rename(ids, set(G.nodes), prefix)
+    sagas_in: Mapping[str, Any] = other.graph.get(keys.SAGAS) or {}
+    host_sagas: dict[str, Any] = dict(G.graph.get(keys.SAGAS) or {})
+    saga_ids = _rename(list(sagas_in), set(host_sagas), prefix)
+    new_sagas: dict[str, Any] = {}
+    for sid, spec in sagas_in.items():
+        spec = dict(spec) if isinstance(spec, Mapping) else spec
+        if isinstance(spec, dict):
+            parent = spec.get("parent")
+            if parent is None and saga is not None:
+                if spec.get("policy") is None:
+                    raise UsageError(
+                        f"splice({prefix!r}) inside saga {saga!r}: saga {sid!r} of the workflow "
+                        "spliced in would nest in it but has no policy; give it "
+                        "policy='unwind' or policy='keep'"
+                    )
+                spec["parent"] = saga
+            elif parent is not None:
+                spec["parent"] = saga_ids.get(parent, parent)
+        new_sagas[saga_ids[sid]] = spec
+    ends = [(mapping[n], outlet) for n, outlet in open_ends(other) if n in mapping]
+    # --- from here on the host graph changes (nothing below raises)
+    for n in ids:
+        attrs = _plain_copy(other.nodes[n])
+        if keys.SAGA in attrs and attrs[keys.SAGA] is not None:
+            attrs[keys.SAGA] = saga_ids.get(attrs[keys.SAGA], attrs[keys.SAGA])
+        elif saga is not None and keys.KIND in attrs:
+            attrs[keys.SAGA] = saga
+        config = attrs.get(keys.CONFIG)
+        if attrs.get(keys.KIND) == NodeKind.JOIN.value and isinstance(config, dict):
+            fork = config.get("fork")
+            if isinstance(fork, str) and fork in mapping:
+                config["fork"] = mapping[fork]
+        G.add_node(mapping[n], **attrs)
+    for u, v, k, attrs in other.edges(keys=True, data=True):
+        if u in mapping and v in mapping:
+            G.add_edge(mapping[u], mapping[v], key=k, **_plain_copy(attrs))
+    if new_sagas:
+        G.graph[keys.SAGAS] = {**host_sagas, **new_sagas}
+    return Splice(
+        entry=mapping[firsts[0]],
+        ends=ends,
+        last=mapping[ids[-1]],
+        ids=mapping,
+        sagas=saga_ids,
+        labels=end_labels(G, ends),
+    )
+
+
+def _plain_copy(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of plain attribute data (dicts and lists copied, values shared)."""
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: copy(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [copy(v) for v in value]
+        return value
+
+    return {k: copy(v) for k, v in attrs.items()}
