@@ -468,6 +468,35 @@ def test_another_threads_start_during_a_block_completes(
     assert order_rows(shop) == [(1, "x")]
 
 
+def test_a_thread_waiting_on_a_parked_run_does_not_deadlock_a_block(
+    shop: wf.Engine, acts: Activities
+) -> None:
+    # the waiter reads a parked run from the store (under the writer lock) while it holds the
+    # scheduler's condition: the block must never wait for that condition holding the writer
+    shop.register(wf.Workflow("parked", 1).start_with().wait_for_signal("go"))
+    parked = shop.start("parked", {})
+    shop.start_workers(2)
+    waited: list[BaseException | None] = []
+    waiter = threading.Thread(target=lambda: waited.append(_raised(lambda: parked.result(1.5))))
+    done = threading.Event()
+
+    def block() -> None:
+        with shop.transaction() as tx:
+            waiter.start()
+            time.sleep(0.3)  # the waiter is now blocked on the writer this block holds
+            tx.start("checkout", {"order_id": 1, "amount": 1})
+            tx.execute("INSERT INTO orders VALUES (?, ?)", [1, "x"])
+        done.set()
+
+    opener = threading.Thread(target=block, daemon=True)
+    opener.start()
+    assert done.wait(20), "the block deadlocked"
+    waiter.join(20)
+    assert order_rows(shop) == [(1, "x")]
+    assert parked.status is wf.RunStatus.WAITING
+    assert waited and waited[0] is not None  # it timed out waiting, as asked
+
+
 def test_blocks_on_many_threads_and_plain_starts_all_commit(
     shop: wf.Engine, acts: Activities
 ) -> None:

@@ -287,7 +287,11 @@ def write_runs(
     settle_first: bool,
 ) -> tuple[list[str], Released]:
     """Add the admitted runs to the writer's batch and write it inside ``session``; return
-    their ids and what the commit made ready (to release once the session commits)."""
+    their ids and what the commit made ready (to release once the session commits).
+
+    ``settle_first``: the caller does not hold the writer lock (PostgreSQL blocks, a caller's
+    own connection): pending checkpoints are committed first, and released here.
+    """
     writer = engine._writer
     with writer.lock:
         before = settle(engine, summaries=False) if settle_first else Released()
@@ -299,7 +303,10 @@ def write_runs(
                 writer.forget_new(set(writer.batch_runs()) - batch)
                 raise
             released = writer.commit(force=True)
-    engine._scheduler.release(before)
+    if settle_first:
+        # only a caller that does not hold the writer outside this call: releasing takes the
+        # scheduler's condition, which a thread waiting for a run holds while it takes the lock
+        engine._scheduler.release(before)
     return ids, released
 
 
