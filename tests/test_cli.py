@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import datetime
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -322,3 +323,106 @@ def test_program_rejects_bad_target(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "does not name a workflow" in flat(done.stderr)
     assert "Traceback" not in done.stderr
+
+
+# --- runs purge / runs archive --------------------------------------------------------------
+
+
+def old_runs(db: Path) -> dict[str, str]:
+    """A DuckDB file with runs that ended in 2020 (a manual clock), and one still waiting."""
+    import wfkit as wf
+
+    registry = wf.ActivityRegistry()
+    registry.register("clitest.ok", lambda ctx: None)
+    registry.register("clitest.boom", lambda ctx: 1 / 0)
+    clock = wf.ManualClock(datetime(2020, 1, 1))
+    with wf.Engine(db, clock=clock, registry=registry) as engine:
+        engine.register(wf.Workflow("ok").start_with("clitest.ok"))
+        engine.register(wf.Workflow("boom").start_with("clitest.boom", max_attempts=1))
+        engine.register(wf.Workflow("waits").start_with().wait_for_signal("go"))
+        runs = {
+            "completed": engine.start("ok", {}).id,
+            "failed": engine.start("boom", {}).id,
+            "waiting": engine.start("waits", {}).id,
+        }
+        engine.run_until_idle()
+    return runs
+
+
+def stored(db: Path) -> dict[str, str]:
+    import duckdb
+
+    with duckdb.connect(str(db)) as conn:
+        return dict(conn.execute("SELECT run_id, status FROM wf_instances").fetchall())
+
+
+def test_runs_purge_deletes_ended_runs_older_than_the_duration(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    runs = old_runs(db)
+    failed = invoke("runs", "purge", "--older-than", "30d", "--status", "failed", "--db", str(db))
+    assert failed.exit_code == 0, failed.output
+    assert failed.stdout == f"purged 1 failed run that ended more than 30d ago from {db}\n"
+    assert stored(db) == {runs["completed"]: "completed", runs["waiting"]: "waiting"}
+
+    rest = invoke("runs", "purge", "--older-than", "30d", "--db", str(db))
+    assert rest.stdout == f"purged 1 run that ended more than 30d ago from {db}\n"
+    assert stored(db) == {runs["waiting"]: "waiting"}
+    listed = invoke("runs", "--db", str(db))  # the listing works as before
+    assert listed.exit_code == 0, listed.output
+    assert f"1 of 1 runs in {db}" in listed.stdout and runs["waiting"] in listed.stdout
+
+
+def test_runs_purge_refuses_bad_input_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    old_runs(db)
+    before = stored(db)
+    waiting = invoke("runs", "purge", "--older-than", "1d", "--status", "waiting", "--db", str(db))
+    assert waiting.exit_code == 1
+    assert waiting.stderr.startswith("error: runs that are waiting have not ended")
+    assert len(waiting.stderr.splitlines()) == 1
+    soon = invoke("runs", "purge", "--older-than", "soon", "--db", str(db))
+    assert soon.exit_code == 1 and "'soon' is not a duration" in soon.stderr
+    missing = invoke("runs", "purge", "--db", str(db))
+    assert missing.exit_code == 2 and "--older-than" in missing.stderr
+    assert stored(db) == before
+    nowhere = invoke("runs", "purge", "--older-than", "1d", "--db", str(tmp_path / "no.duckdb"))
+    assert nowhere.exit_code == 1 and "no such file" in nowhere.stderr
+    assert not (tmp_path / "no.duckdb").exists()
+
+
+def test_runs_archive_writes_parquet_then_purges(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "runs.duckdb"
+    runs = old_runs(db)
+    out = tmp_path / "archive"
+    result = invoke("runs", "archive", str(out), "--older-than", "30d", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"wrote {out / 'wf_instances.parquet'} (2 rows)"
+    assert lines[-1] == f"archived 2 runs into {out} and purged them from {db}"
+    assert stored(db) == {runs["waiting"]: "waiting"}
+    with duckdb.connect() as conn:
+        found = conn.execute(
+            "SELECT run_id, status FROM read_parquet(?)", [str(out / "wf_instances.parquet")]
+        ).fetchall()
+    assert dict(found) == {runs["completed"]: "completed", runs["failed"]: "failed"}
+
+    again = invoke("runs", "archive", str(out), "--older-than", "30d", "--db", str(db))
+    assert again.stdout == f"no ended runs older than 30d in {db}: nothing was archived\n"
+
+
+def test_runs_purge_and_archive_refuse_a_file_a_server_holds(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    old_runs(db)
+    sidecar = tmp_path / "runs.duckdb.server.json"
+    sidecar.write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": os.getpid(), "token": "t"}))
+    for args in (("purge",), ("archive", str(tmp_path / "a"))):
+        result = invoke("runs", *args, "--older-than", "1d", "--db", str(db))
+        assert result.exit_code == 1
+        assert result.stderr.startswith(
+            f"error: a wfkit server (process {os.getpid()}, http://127.0.0.1:9) holds {db}"
+        )
+        assert "stop the server" in result.stderr
+    assert len(stored(db)) == 3
+    assert not (tmp_path / "a").exists()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import inspect
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
@@ -185,8 +186,16 @@ def demo(
     raise typer.Exit(run_demo(db, out, typer.echo))
 
 
-@app.command()
+runs_app = typer.Typer(
+    help="List the runs stored in a DuckDB file, newest first; 'purge' and 'archive' take ended "
+    "runs away.",
+)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
 def runs(
+    ctx: typer.Context,
     db: Annotated[Path, typer.Option(help="The DuckDB file to read")] = Path("demo.duckdb"),
     status: Annotated[
         RunStatus | None, typer.Option(case_sensitive=False, help="Only runs with this status")
@@ -194,7 +203,12 @@ def runs(
     workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow id")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many, newest first")] = 50,
 ) -> None:
-    """List the runs stored in a DuckDB file, newest first."""
+    """List the runs stored in a DuckDB file, newest first.
+
+    'wfkit runs purge' and 'wfkit runs archive' delete ended runs older than a duration.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     if not db.exists():
         typer.echo(
             f"error: no such file: {db}; run 'wfkit demo --db {db}' first, or point --db at "
@@ -292,6 +306,13 @@ def serve(
         typer.Option(help="Module or .py file defining activities and workflows (repeatable)"),
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Engine worker threads")] = 4,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Run only the steps of this activity queue (repeatable) [default: all]; steps "
+            "of other queues wait (on PostgreSQL, for the workers that serve them)"
+        ),
+    ] = None,
     max_body: Annotated[
         int | None,
         typer.Option(
@@ -325,6 +346,7 @@ def serve(
         None,
         module or (),
         threads,
+        queues=queue,
         max_body=max_body,
         access_log=access_log,
         docs=docs,
@@ -419,14 +441,57 @@ def cancel_command(
     actor: Actor = None,
     db: Db = Path("runs.duckdb"),
 ) -> None:
-    """Cancel a run that has not ended."""
-    from wfkit.api.operate import operate, run_status, whoami
+    """Cancel a run (one that had already ended is left as it is)."""
+    from wfkit.api.operate import operate, whoami
 
     who = whoami(actor)
     with operate(db) as (target, via):
-        target.cancel(run_id, actor=who, reason=reason)
-        status = run_status(target, run_id)
-    typer.echo(f"run {run_id}: cancelled by {who}; the run is {status}{via}")
+        done = target.cancel(run_id, actor=who, reason=reason)
+    if done.already_ended:
+        typer.echo(f"run {run_id} had already ended ({done.status.value}); nothing to cancel{via}")
+        return
+    stopping = (
+        f", {done.attempts_stopping} attempt(s) in flight asked to stop"
+        if done.attempts_stopping
+        else ""
+    )
+    typer.echo(
+        f"run {run_id}: cancelled by {who} ({done.pending_cancelled} pending step(s) "
+        f"cancelled{stopping}); the run is {done.status.value}{via}"
+    )
+
+
+def _set_active(workflow_id: str, version: int, db: Path, active: bool) -> None:
+    from wfkit.api.operate import active_versions, operate
+
+    with operate(db) as (target, via):
+        (target.activate if active else target.deactivate)(workflow_id, version)
+        takes = active_versions(target, workflow_id)
+    listed = ", ".join(f"v{v}" for v in takes) or "none"
+    done = "takes new runs again" if active else "takes no new runs (its runs in flight finish)"
+    typer.echo(f"workflow {workflow_id!r} v{version} {done}; active versions: {listed}{via}")
+
+
+WorkflowArg = Annotated[str, typer.Argument(metavar="ID", help="The workflow id")]
+VersionArg = Annotated[int, typer.Argument(metavar="VERSION", min=1, help="The version")]
+
+
+@app.command("deactivate")
+@_oneline
+def deactivate_command(
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+) -> None:
+    """Refuse new runs of workflow ID VERSION; its runs in flight finish."""
+    _set_active(workflow_id, version, db, False)
+
+
+@app.command("activate")
+@_oneline
+def activate_command(
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+) -> None:
+    """Take new runs of a deactivated workflow ID VERSION again."""
+    _set_active(workflow_id, version, db, True)
 
 
 @app.command("retry")
@@ -465,6 +530,10 @@ def worker_command(
         str,
         typer.Option(help="How long a dead worker's runs wait before the others take them"),
     ] = "30s",
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(help="Run only the steps of this activity queue (repeatable) [default: all]"),
+    ] = None,
 ) -> None:
     """Advance the runs of a PostgreSQL database until SIGTERM or Ctrl-C; run several anywhere.
 
@@ -474,7 +543,7 @@ def worker_command(
     """
     from wfkit.worker import run_worker
 
-    run_worker(db, module, threads, lease, echo=lambda line: typer.echo(line))
+    run_worker(db, module, threads, lease, queues=queue, echo=lambda line: typer.echo(line))
 
 
 # --- store: whole stores, e.g. a DuckDB file moved into PostgreSQL ------------------------------
@@ -513,3 +582,108 @@ def store_copy_command(
     report = copy_store(src, dst, merge=merge, progress=lambda line: typer.echo(line, err=True))
     for line in report.lines():
         typer.echo(line)
+
+
+# --- retention: ended runs leave the store ------------------------------------------------------
+
+OlderThan = Annotated[
+    str,
+    typer.Option(
+        "--older-than",
+        help="Runs that ended more than this long ago: 30d, 12h, 90m",
+        show_default=False,
+    ),
+]
+EndedStatus = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--status",
+        metavar="STATUS",
+        help="Only runs that ended so: completed, failed or cancelled (repeatable) "
+        "[default: all three]",
+        show_default=False,
+    ),
+]
+StoreOption = Annotated[
+    str, typer.Option("--db", help="The DuckDB file, or a postgresql:// URL of a shared database")
+]
+
+
+@runs_app.command("purge")
+@_oneline
+def runs_purge_command(
+    older_than: OlderThan,
+    status: EndedStatus = None,
+    db: StoreOption = "runs.duckdb",
+) -> None:
+    """Delete the ended runs older than --older-than, with every row that belongs to them."""
+    with _retention_engine(db) as engine:
+        purged = engine.purge(older_than=older_than, status=status)
+    which = f"{'/'.join(s.lower() for s in status)} " if status else ""
+    typer.echo(
+        f"purged {purged} {which}run{'s' if purged != 1 else ''} that ended more than "
+        f"{older_than} ago from {_shown(db)}"
+    )
+
+
+@runs_app.command("archive")
+@_oneline
+def runs_archive_command(
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR", help="Where the Parquet files go (created if missing)")
+    ],
+    older_than: OlderThan,
+    status: EndedStatus = None,
+    db: StoreOption = "runs.duckdb",
+) -> None:
+    """Write the ended runs older than --older-than to Parquet files in DIR (one per table,
+    never overwriting a file), then delete them from the store."""
+    with _retention_engine(db) as engine:
+        report = engine.archive(directory, older_than=older_than, status=status)
+    if not report.runs:
+        typer.echo(f"no ended runs older than {older_than} in {_shown(db)}: nothing was archived")
+        return
+    for path in report.files:  # wf_events.parquet, wf_events-2.parquet: the table's rows
+        typer.echo(f"wrote {path} ({report.rows[path.name.split('.')[0].split('-')[0]]} rows)")
+    typer.echo(
+        f"archived {report.runs} run{'s' if report.runs != 1 else ''} into {report.directory} "
+        f"and purged {'them' if report.runs != 1 else 'it'} from {_shown(db)}"
+    )
+
+
+@contextlib.contextmanager
+def _retention_engine(db: str) -> Iterator[Engine]:
+    """The engine on ``db``; a DuckDB file held by ``wfkit serve`` is refused: stop it first."""
+    from wfkit.errors import UsageError
+
+    if not db.startswith(("postgresql://", "postgres://")):
+        from wfkit.api.server import running_server
+
+        server = running_server(db)
+        if server is not None:
+            raise UsageError(
+                f"a wfkit server (process {server.pid}, {server.url}) holds {db}; purging and "
+                "archiving work on the file itself, not through the server: stop the server "
+                f"(Ctrl-C, or 'kill -TERM {server.pid}'), run this command again, then start it "
+                "again"
+            )
+        if not Path(db).is_file():
+            raise UsageError(f"no such file: {db}; point --db at a wfkit DuckDB file")
+    quiet = logging.getLogger("wfkit.engine")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # no run's data model is needed to purge it
+    try:
+        with Engine(db) as engine:
+            yield engine
+    finally:
+        quiet.setLevel(level)
+
+
+def _shown(db: str) -> str:
+    """The store as shown: a URL without its password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(db)
+    if parts.password is None:
+        return db
+    return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rsplit('@', 1)[-1]}").geturl()

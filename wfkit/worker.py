@@ -22,6 +22,7 @@ from types import FrameType
 
 from wfkit.definition.durations import parse_duration
 from wfkit.engine import Engine
+from wfkit.engine.queues import served_queues
 from wfkit.errors import UsageError
 
 __all__ = ["is_shared_url", "run_worker", "safe_url"]
@@ -47,6 +48,7 @@ def run_worker(
     threads: int = 4,
     lease: str = "30s",
     *,
+    queues: Sequence[str] | None = None,
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> str:
@@ -63,6 +65,10 @@ def run_worker(
     lease : str
         How long a run stays this process's after its last renewal (e.g. ``"30s"``): the time
         the other workers wait before taking over the runs of a worker that died.
+    queues : sequence of str, optional
+        Run only the steps of these activity queues (``wfkit worker --queue gpu``); runs whose
+        next steps belong to other queues are handed over to the workers serving those. Every
+        queue by default.
     stop : threading.Event, optional
         Set it to stop the worker (as a signal would); signals are handled only when the worker
         runs on the main thread.
@@ -77,7 +83,8 @@ def run_worker(
     Raises
     ------
     UsageError
-        For a DuckDB path, a bad lease, threads below 1, or a module that cannot be imported.
+        For a DuckDB path, a bad lease, threads below 1, a bad queue name, or a module that
+        cannot be imported.
     """
     if not is_shared_url(db):
         raise UsageError(
@@ -93,6 +100,7 @@ def run_worker(
         raise UsageError(f"--lease: {exc}") from None
     if lease_for.total_seconds() <= 0:
         raise UsageError(f"--lease must be longer than zero, got {lease!r}")
+    served = served_queues(list(queues) if queues else None)
 
     from wfkit.api.server import (  # how `wfkit serve` imports modules and tunes the process
         _workflows,
@@ -110,11 +118,12 @@ def run_worker(
                 engine.register(flow)
             owner = _owner(engine)
             flows = ", ".join(f"{w} v{max(v)}" for w, v in engine.workflows().items()) or "none"
-            engine.start_workers(threads)
+            engine.start_workers(threads, queues=served)
             tune_gc()
+            serving = "every queue" if served is None else "queues " + ", ".join(sorted(served))
             echo(
-                f"wfkit worker {owner} started on {safe_url(db)}: {threads} threads, "
-                f"lease {lease}; workflows: {flows}"
+                f"wfkit worker {owner} started on {safe_url(db)}: {threads} threads "
+                f"({serving}), lease {lease}; workflows: {flows}"
             )
             stop.wait()
             engine.stop()  # attempts in flight finish and are checkpointed; runs are released

@@ -432,7 +432,9 @@ def test_values_no_store_can_hold_are_refused_over_http_and_nothing_wedges(
     assert fits.json()["delivered"] is True
 
 
-def test_unknown_runs_are_404_and_state_conflicts_409(api: httpx.Client) -> None:
+def test_unknown_runs_are_404_state_conflicts_409_and_a_second_cancel_says_it_had_ended(
+    api: httpx.Client,
+) -> None:
     for answer in (
         api.get("/runs/nosuchrun"),
         api.get("/runs/nosuchrun/graph.svg"),
@@ -451,9 +453,19 @@ def test_unknown_runs_are_404_and_state_conflicts_409(api: httpx.Client) -> None
     assert "cancel it first" in _problem(restarted, 409)["detail"]
 
     cancelled = api.post(f"/runs/{run_id}/cancel", json={"actor": "op", "reason": "test"})
-    assert cancelled.json()["status"] == "cancelled"
+    assert cancelled.json() == {
+        "run_id": run_id,
+        "status": "cancelled",
+        "explain": "cancelled: test",
+        "pending_cancelled": 1,
+        "attempts_stopping": 0,
+        "already_ended": False,
+    }
     twice = api.post(f"/runs/{run_id}/cancel", json={"actor": "op"})
-    assert "already cancelled" in _problem(twice, 409)["detail"]
+    assert twice.status_code == 200, twice.text
+    assert twice.json()["already_ended"] is True
+    assert twice.json()["status"] == "cancelled"
+    assert twice.json()["pending_cancelled"] == 0
     assert run_id not in [w["run_id"] for w in api.get("/waiting").json()["waits"]]
 
 
@@ -514,6 +526,37 @@ def test_the_cli_sends_signals_and_decisions_through_the_running_server(
     other = _start(api, order_id=_order())
     cancelled = _wfkit("cancel", other, "--reason", "duplicate", "--actor", "op", "--db", db)
     assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == (
+        f"run {other}: cancelled by op (1 pending step(s) cancelled); the run is cancelled "
+        f"(via the server at {server.url})"
+    )
+    again = _wfkit("cancel", other, "--actor", "op", "--db", db)
+    assert again.stdout.strip() == (
+        f"run {other} had already ended (cancelled); nothing to cancel "
+        f"(via the server at {server.url})"
+    )
+
+    off = _wfkit("deactivate", "http-order", "1", "--db", db)
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.strip() == (
+        "workflow 'http-order' v1 takes no new runs (its runs in flight finish); active "
+        f"versions: none (via the server at {server.url})"
+    )
+    try:
+        assert api.get("/workflows/http-order").json() == {
+            "workflow": "http-order",
+            "versions": [{"version": 1, "active": False}],
+        }
+        refused = _problem(api.post("/runs", json={"workflow": "http-order", "data": {}}), 400)
+        assert refused["reasons"] == ["every version of workflow 'http-order' is deactivated"]
+        unknown = _wfkit("activate", "http-order", "9", "--db", db)
+        assert unknown.returncode == 1
+        assert "has no version 9" in unknown.stderr
+        assert "nope" in _problem(api.post("/workflows/nope/1/deactivate"), 404)["detail"]
+    finally:
+        on = _wfkit("activate", "http-order", "1", "--db", db)
+    assert on.returncode == 0, on.stderr
+    assert "active versions: v1" in on.stdout
     assert api.get(f"/runs/{other}").json()["status"] == "cancelled"
 
     failed = _wfkit("recover", other, "--action", "skip", "--db", db)

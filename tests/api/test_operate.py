@@ -119,14 +119,40 @@ def test_failures_are_one_line_and_exit_1(db: Path, args: tuple[str, ...], messa
     assert _advance(db, run_id)[:2] == ("waiting", ["paid"])  # nothing changed
 
 
-def test_cancel_records_the_actor_and_refuses_a_second_time(db: Path) -> None:
+def test_cancel_records_the_actor_and_says_a_second_time_that_the_run_had_ended(
+    db: Path,
+) -> None:
     run_id = _start(db, "o-4")
     first = invoke("cancel", run_id, "--actor", "op", "--reason", "duplicate", "--db", str(db))
     assert first.exit_code == 0, first.output
-    assert first.stdout == f"run {run_id}: cancelled by op; the run is cancelled\n"
+    assert first.stdout == (
+        f"run {run_id}: cancelled by op (1 pending step(s) cancelled); the run is cancelled\n"
+    )
     second = invoke("cancel", run_id, "--db", str(db))
-    assert second.exit_code == 1
-    assert "already cancelled" in second.stderr
+    assert second.exit_code == 0, second.output
+    assert second.stdout == f"run {run_id} had already ended (cancelled); nothing to cancel\n"
+
+
+def test_deactivate_and_activate_a_version_on_the_file(db: Path) -> None:
+    in_flight = _start(db, "o-6")
+
+    off = invoke("deactivate", "http-order", "1", "--db", str(db))
+    assert off.exit_code == 0, off.output
+    assert off.stdout == (
+        "workflow 'http-order' v1 takes no new runs (its runs in flight finish); "
+        "active versions: none\n"
+    )
+    with wf.Engine(db) as engine:
+        with pytest.raises(wf.AdmissionError, match="deactivated"):
+            engine.start("http-order", {"order_id": "o-7"})
+        assert engine.run(in_flight).status == wf.RunStatus.WAITING
+    on = invoke("activate", "http-order", "1", "--db", str(db))
+    assert on.exit_code == 0, on.output
+    assert on.stdout == "workflow 'http-order' v1 takes new runs again; active versions: v1\n"
+    unknown = invoke("deactivate", "http-order", "7", "--db", str(db))
+    assert unknown.exit_code == 1
+    assert "has no version 7 (versions: 1)" in unknown.stderr
+    assert _start(db, "o-8")
 
 
 def test_retry_takes_a_failed_run_up_from_where_it_failed(db: Path) -> None:

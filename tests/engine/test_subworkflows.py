@@ -441,8 +441,8 @@ def test_an_ended_child_cannot_be_resumed_again_by_a_late_wake(engine, acts) -> 
     assert run.status == wf.RunStatus.COMPLETED
     assert len(events(run, "call.completed")) == 1
     assert acts.count("ship") == 1
-    with pytest.raises(wf.UsageError, match="already completed"):
-        engine.cancel(child.id)
+    done = engine.cancel(child.id)
+    assert done.already_ended and done.status == wf.RunStatus.COMPLETED
 
 
 def test_two_engines_one_starts_and_the_workers_of_another_finish(
@@ -654,3 +654,31 @@ def test_calls_see_workflows_and_versions_another_engine_registered(
     assert run.status == wf.RunStatus.COMPLETED
     assert run.data == {"total": 5, "receipt": "r-5-v2"}
     assert events(run, "call.started")[0].detail["version"] == 2
+
+
+def test_a_call_takes_the_latest_active_version_and_a_deactivated_pin_fails_it(
+    engine, acts
+) -> None:
+    acts.noop("shop.reserve", "ship")
+    engine.register(_payment(acts, version=1))
+    engine.register(_payment(acts, version=2))
+    engine.register(_shop())
+    engine.register(
+        wf.Workflow("pinned", 1)
+        .start_with("shop.reserve")
+        .call("payment", version=2, input={"amount": "total"})
+        .then("ship")
+    )
+    engine.deactivate("payment", 2)
+
+    latest = engine.start("shop", {"total": 5})
+    pinned = engine.start("pinned", {"total": 5})
+    engine.run_until_idle()
+
+    assert latest.status == wf.RunStatus.COMPLETED
+    (child,) = latest.children()
+    assert child.version == 1 and latest.data["receipt"] == "r-5-v1"
+    assert pinned.status == wf.RunStatus.FAILED
+    assert pinned.children() == []  # no child was started
+    (failed,) = events(pinned, "step.failed")
+    assert "'payment' v2 is deactivated" in (failed.error or "")

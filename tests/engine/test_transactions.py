@@ -384,6 +384,10 @@ def test_engine_calls_that_would_escape_the_block_are_refused(
             shop.register(wf.Workflow("other", 1).start_with("charge"))
         with pytest.raises(wf.UsageError, match="signal"):
             shop.signal("paid", "k", {})
+        with pytest.raises(wf.UsageError, match="deactivate"):
+            shop.deactivate("checkout", 1)
+        with pytest.raises(wf.UsageError, match="signal"):
+            shop.purge(older_than="1d")
 
     shop.run_until_idle()
     assert [r.run_id for r in shop.runs()] == [run.id]  # only the block's run: it committed

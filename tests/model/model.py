@@ -243,6 +243,9 @@ class Model:
     def choose(self, tid: int, node: Node, value: Any) -> None:
         name = ("true" if value else "false") if isinstance(value, bool) else value
         if not isinstance(name, str) or name not in node.outlets:
+            if (self.tokens[tid].node, "fallback") in self.edges:  # §17.2
+                self.leave(tid, "fallback")
+                return
             self.fail(tid, f"decision gave {value!r}, which names none of its outlets")
             return
         self.leave(tid, name)

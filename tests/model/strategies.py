@@ -146,7 +146,10 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
         c.activities.append(node)
         c.plan.profiles[node] = draw(st.sampled_from(("ok", "ok", "flaky", "mixed")))
         c.plan.branches[node] = ("x", "y")
-        b.decide(node, id=node, branches={"x": optional(1, 2), "y": optional(1, 2)})
+        branches = {"x": optional(1, 2), "y": optional(1, 2)}
+        if draw(st.booleans()):  # a declared `fallback` branch takes unknown names (§17.2)
+            branches["fallback"] = optional(1, 2)
+        b.decide(node, id=node, branches=branches)
         b.with_policy(max_attempts=2, retry_delay=0, jitter=0)
     elif kind == "parallel":
         n = draw(st.integers(1, 3))

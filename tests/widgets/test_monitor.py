@@ -194,6 +194,53 @@ def test_the_event_log_shows_the_last_events_and_the_selected_node(engine, acts,
     assert event_rows(monitor) == history[-3:]
 
 
+def log_rows(monitor: RunMonitor) -> list[tuple[str, str]]:
+    """(level, message) of each row of the log panel, top to bottom."""
+    found = re.findall(
+        r'<tr class="wfkit-log" data-level="([^"]+)".*?<td title="[^"]*" [^>]*>(.*?)</td></tr>',
+        monitor.logs_html.value,
+        flags=re.S,
+    )
+    return [(level, unescape(text)) for level, text in found]
+
+
+def test_the_log_panel_shows_the_lines_activities_logged_and_those_of_the_selected_node(
+    engine, acts, monitors
+) -> None:
+    def charge(ctx: wf.ActivityContext[Any]) -> None:
+        ctx.logger.info("charging <card> %s", ctx.data["card"])
+        if ctx.attempt == 1:
+            ctx.logger.error("gateway said no")
+            raise RuntimeError("declined")
+
+    acts.add("charge", charge)
+    acts.add("mail", lambda ctx: ctx.logger.warning("mail queued"))
+    engine.register(wf.Workflow("pay").start_with("charge", max_attempts=2, **NO_WAIT).then("mail"))
+    run = engine.start("pay", {"card": "visa"})
+    monitor = monitors(engine, run)
+    assert log_rows(monitor) == []
+    assert "last 0 log lines" in monitor.logs_html.value
+
+    engine.run_until_idle()
+    monitor.refresh()
+
+    assert log_rows(monitor) == [
+        ("INFO", "charging <card> visa"),
+        ("ERROR", "gateway said no"),
+        ("INFO", "charging <card> visa"),
+        ("WARNING", "mail queued"),
+    ]
+    assert "charging &lt;card&gt; visa" in monitor.logs_html.value  # text, never markup
+    assert "<td>charge</td><td>1</td>" in monitor.logs_html.value  # node and attempt
+    assert "<td>charge</td><td>2</td>" in monitor.logs_html.value
+
+    monitor.surface.selected = "mail"  # a click on node mail in the page
+    assert log_rows(monitor) == [("WARNING", "mail queued")]
+    assert "log lines of mail" in monitor.logs_html.value
+    monitor.surface.selected = ""
+    assert len(log_rows(monitor)) == 4
+
+
 def test_the_background_thread_follows_a_run_driven_elsewhere_and_stops_on_close(
     engine, acts, monitors
 ) -> None:

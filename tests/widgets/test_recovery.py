@@ -239,3 +239,17 @@ def test_retry_run_goes_on_with_a_failed_run_from_where_it_failed(engine, acts) 
     engine.run_until_idle()
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.calls == ["fetch", "store", "store"]  # fetch did not run again
+
+
+def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engine, on_step) -> None:
+    recovery = Recovery(engine, actor="ana")
+    recovery.row(on_step.id).buttons["cancel"].click()
+    engine.cancel(on_step.id, actor="someone-else")  # between the click and the Yes
+    before = len(on_step.history())
+
+    recovery.confirm.yes_button.click()
+
+    assert recovery.message.kind == "error"
+    assert "had already ended (cancelled); nothing was cancelled" in recovery.message.text
+    assert len(on_step.history()) == before
+    assert [e.actor for e in events(on_step, "run.cancelled")] == ["someone-else"]

@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from wfkit.api.app import API_PREFIX
+from wfkit.engine.cancellation import CancelResult
+from wfkit.engine.records import RunStatus
 from wfkit.errors import AdmissionError, SignalError, StoreError, UsageError, WfkitError
 
 __all__ = ["ApiClient", "NoServer"]
@@ -158,10 +160,17 @@ class ApiClient:
         body = {"approved": approved, "actor": actor or "wfkit-cli", "comment": comment}
         self.request("POST", f"/runs/{_seg(run_id)}/approvals/{_seg(node)}", body)
 
-    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:
         """Like :meth:`Engine.cancel`."""
         body = {"actor": actor or "wfkit-cli", "reason": reason}
-        self.request("POST", f"/runs/{_seg(run_id)}/cancel", body)
+        done = self.request("POST", f"/runs/{_seg(run_id)}/cancel", body)
+        return CancelResult(
+            str(done["run_id"]),
+            int(done["pending_cancelled"]),
+            int(done["attempts_stopping"]),
+            bool(done["already_ended"]),
+            RunStatus(done["status"]),
+        )
 
     def recover_compensation(
         self, run_id: str, action: str = "retry", *, actor: str | None = None
@@ -174,6 +183,19 @@ class ApiClient:
         """Like :meth:`Engine.retry`."""
         body = {"actor": actor or "wfkit-cli"}
         self.request("POST", f"/runs/{_seg(run_id)}/retry", body)
+
+    def deactivate(self, workflow_id: str, version: int) -> None:
+        """Like :meth:`Engine.deactivate`."""
+        self.request("POST", f"/workflows/{_seg(workflow_id)}/{int(version)}/deactivate")
+
+    def activate(self, workflow_id: str, version: int) -> None:
+        """Like :meth:`Engine.activate`."""
+        self.request("POST", f"/workflows/{_seg(workflow_id)}/{int(version)}/activate")
+
+    def active_versions(self, workflow_id: str) -> list[int]:
+        """The versions of ``workflow_id`` that take new runs."""
+        found = self.request("GET", f"/workflows/{_seg(workflow_id)}")
+        return [int(v["version"]) for v in found["versions"] if v["active"]]
 
     def status(self, run_id: str) -> str:
         """The run's status."""

@@ -12,6 +12,7 @@ from wfkit.engine import Event, RunInfo, RunStatus, WaitInfo
 
 __all__ = [
     "ApprovalRequest",
+    "CancelOutcome",
     "CancelRequest",
     "EventOut",
     "FieldError",
@@ -29,8 +30,10 @@ __all__ = [
     "SignalResult",
     "StartRequest",
     "StartedRun",
+    "VersionOut",
     "WaitList",
     "WaitOut",
+    "WorkflowVersions",
 ]
 
 Actor = Annotated[
@@ -171,6 +174,20 @@ class Health(BaseModel):
     workflows: dict[str, list[int]] = Field(description="Registered workflow ids and versions.")
 
 
+class VersionOut(BaseModel):
+    """One registered version of a workflow."""
+
+    version: int
+    active: bool = Field(description="False once deactivated: new runs are refused.")
+
+
+class WorkflowVersions(BaseModel):
+    """The registered versions of one workflow and which take new runs."""
+
+    workflow: str
+    versions: list[VersionOut]
+
+
 class SignalResult(BaseModel):
     """What happened to a signal."""
 
@@ -269,6 +286,20 @@ class RunChange(BaseModel):
     run_id: str
     status: RunStatus
     explain: str
+
+
+class CancelOutcome(RunChange):
+    """What cancelling a run did, and where it stands after."""
+
+    pending_cancelled: int = Field(
+        description="Steps, waits, approvals and timers that were pending and are now cancelled."
+    )
+    attempts_stopping: int = Field(
+        description="Attempts in flight asked to stop; the run is cancelled once they have."
+    )
+    already_ended: bool = Field(
+        description="The run had ended before the request: nothing was changed."
+    )
 
 
 class StartedRun(BaseModel):

@@ -23,7 +23,7 @@ from wfkit.api.server import ServerInfo, running_server, sidecar_path
 from wfkit.engine import Engine
 from wfkit.errors import StoreError, UsageError
 
-__all__ = ["operate", "parse_payload", "run_status", "whoami"]
+__all__ = ["active_versions", "operate", "parse_payload", "run_status", "whoami"]
 
 
 @contextlib.contextmanager
@@ -82,6 +82,14 @@ def run_status(target: Engine | ApiClient, run_id: str) -> str:
     if isinstance(target, Engine):
         return target.run(run_id).status.value
     return target.status(run_id)
+
+
+def active_versions(target: Engine | ApiClient, workflow_id: str) -> list[int]:
+    """The versions of ``workflow_id`` that take new runs, from the engine or the server."""
+    if isinstance(target, Engine):
+        found = target.definitions()
+        return [d.version for d in found if d.workflow_id == workflow_id and d.active]
+    return target.active_versions(workflow_id)
 
 
 def parse_payload(text: str) -> dict[str, Any]:

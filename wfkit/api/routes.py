@@ -18,6 +18,7 @@ from wfkit.api.auth import require_token
 from wfkit.api.errors import PROBLEM_JSON, ApiProblem
 from wfkit.api.models import (
     ApprovalRequest,
+    CancelOutcome,
     CancelRequest,
     EventOut,
     Health,
@@ -33,8 +34,10 @@ from wfkit.api.models import (
     SignalResult,
     StartedRun,
     StartRequest,
+    VersionOut,
     WaitList,
     WaitOut,
+    WorkflowVersions,
 )
 from wfkit.definition.rendering import to_svg
 from wfkit.engine import Engine, Run
@@ -53,7 +56,7 @@ NODE_COLOURS = {
     NodeStatus.RETRYING.value: "#ffe0b2",
     NodeStatus.COMPENSATING.value: "#f3e5f5",
     NodeStatus.COMPENSATED.value: "#e1bee7",
-    NodeStatus.SKIPPED.value: "#eeeeee",
+    NodeStatus.SKIPPED.value: "#f5f5f5",
     NodeStatus.BLOCKED.value: "#eceff1",
     NodeStatus.CANCELLING.value: "#e0e0e0",
     NodeStatus.SUSPENDED.value: "#fff3e0",
@@ -99,6 +102,8 @@ RunId = Annotated[str, Path(min_length=1, max_length=100, description="The run's
 Name = Annotated[str, Path(min_length=1, max_length=200, description="The signal's name.")]
 Key = Annotated[str, Path(min_length=1, max_length=200, description="The correlation key.")]
 NodeId = Annotated[str, Path(min_length=1, max_length=200, description="The approval's node id.")]
+WorkflowId = Annotated[str, Path(min_length=1, max_length=200, description="The workflow id.")]
+Version = Annotated[int, Path(ge=1, description="The workflow version.")]
 
 
 def _run(engine: Engine, run_id: str) -> Run:
@@ -313,14 +318,26 @@ def get_graph(engine: EngineDep, run_id: RunId) -> Response:
 
 @secured.post(
     "/runs/{run_id}/cancel",
-    summary="Cancel a run",
-    responses={**_BODY, **_NO_RUN, **_CONFLICT},
+    summary="Cancel a run (an ended run is left as it is)",
+    responses={**_BODY, **_NO_RUN},
 )
-def cancel_run(engine: EngineDep, run_id: RunId, body: CancelRequest) -> RunChange:
-    """Cancel a run that has not ended: its steps stop and its waits and timers go."""
+def cancel_run(engine: EngineDep, run_id: RunId, body: CancelRequest) -> CancelOutcome:
+    """Cancel a run: its steps stop and its waits and timers go.
+
+    Says how many pending steps, waits and timers were cancelled and how many attempts in
+    flight were asked to stop (the run is cancelled once they have). A run that had already
+    ended is left as it is: ``already_ended`` is true and nothing was changed.
+    """
     run = _run(engine, run_id)
-    engine.cancel(run_id, actor=body.actor, reason=body.reason)
-    return _change(run)
+    done = engine.cancel(run_id, actor=body.actor, reason=body.reason)
+    return CancelOutcome(
+        run_id=run.id,
+        status=done.status,
+        explain=run.explain(),
+        pending_cancelled=done.pending_cancelled,
+        attempts_stopping=done.attempts_stopping,
+        already_ended=done.already_ended,
+    )
 
 
 @secured.post(
@@ -372,6 +389,66 @@ def restart_run(engine: EngineDep, run_id: RunId, body: RestartRequest) -> JSONR
     _run(engine, run_id)
     new = engine.restart_as_new(run_id, actor=body.actor)
     return _created(_started(engine, new, restart_of=run_id))
+
+
+# --- workflow versions ---------------------------------------------------------------------------
+
+_NO_WORKFLOW: Responses = {404: _problem("There is no such workflow or version.")}
+
+
+def _versions(engine: Engine, workflow: str) -> WorkflowVersions:
+    found = [d for d in engine.definitions() if d.workflow_id == workflow]
+    if not found:
+        known = ", ".join(sorted(engine.workflows())) or "none"
+        raise ApiProblem(
+            404,
+            "unknown-workflow",
+            f"no workflow {workflow!r} is registered on this server (registered: {known})",
+        )
+    return WorkflowVersions(
+        workflow=workflow, versions=[VersionOut(version=d.version, active=d.active) for d in found]
+    )
+
+
+@secured.get(
+    "/workflows/{workflow}",
+    summary="A workflow's versions and which take new runs",
+    responses=_NO_WORKFLOW,
+)
+def get_workflow(engine: EngineDep, workflow: WorkflowId) -> WorkflowVersions:
+    """Every registered version of the workflow; deactivated ones refuse new runs."""
+    return _versions(engine, workflow)
+
+
+def _set_active(engine: Engine, workflow: str, version: int, active: bool) -> WorkflowVersions:
+    try:
+        (engine.activate if active else engine.deactivate)(workflow, version)
+    except UsageError as exc:
+        raise ApiProblem(404, "unknown-workflow", " ".join(str(exc).split())) from None
+    return _versions(engine, workflow)
+
+
+@secured.post(
+    "/workflows/{workflow}/{version}/deactivate",
+    summary="Refuse new runs of a workflow version (its runs in flight finish)",
+    responses=_NO_WORKFLOW,
+)
+def deactivate_version(
+    engine: EngineDep, workflow: WorkflowId, version: Version
+) -> WorkflowVersions:
+    """New runs of this version are refused; a start without a version takes the latest
+    active one. Kept in the store."""
+    return _set_active(engine, workflow, version, False)
+
+
+@secured.post(
+    "/workflows/{workflow}/{version}/activate",
+    summary="Take new runs of a deactivated workflow version again",
+    responses=_NO_WORKFLOW,
+)
+def activate_version(engine: EngineDep, workflow: WorkflowId, version: Version) -> WorkflowVersions:
+    """The opposite of deactivate."""
+    return _set_active(engine, workflow, version, True)
 
 
 # --- waits ---------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from wfkit.api.app import API_PREFIX, create_app
 from wfkit.api.auth import TOKEN_ENV, resolve_token
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Engine
+from wfkit.engine.queues import served_queues
 from wfkit.errors import UsageError
 
 __all__ = [
@@ -231,6 +232,7 @@ def serve(
     modules: Sequence[str] = (),
     threads: int = 4,
     *,
+    queues: Sequence[str] | None = None,
     max_body: int | None = None,
     access_log: bool = True,
     docs: bool = False,
@@ -250,6 +252,8 @@ def serve(
         module-level ``Workflow`` is registered with the engine.
     threads : int
         Engine worker threads.
+    queues : sequence of str, optional
+        Run only the steps of these activity queues (every queue by default).
     max_body : int, optional
         Largest request body accepted, in bytes; by default the largest payload the engine
         accepts (256 KiB) plus 64 KiB for the JSON around it.
@@ -265,6 +269,7 @@ def serve(
         cannot be bound or the sidecar file cannot be written.
     """
     token, generated = resolve_token(token)
+    served = served_queues(list(queues) if queues else None)
     with _stop_on_signals():
         try:
             _serve(
@@ -278,6 +283,7 @@ def serve(
                 max_body,
                 access_log,
                 docs,
+                served,
             )
         except _Stop:
             pass
@@ -295,6 +301,7 @@ def _serve(
     max_body: int | None,
     access_log: bool,
     docs: bool,
+    queues: frozenset[str] | None = None,
 ) -> None:
     sidecar = sidecar_path(db)
     engine = Engine(db)
@@ -310,7 +317,7 @@ def _serve(
         )
         info = {"url": url, "pid": os.getpid(), "token": token, "db": str(Path(db).resolve())}
         server = _Server(config, lambda: _announce(sidecar, info, engine, generated, docs))
-        engine.start_workers(threads)
+        engine.start_workers(threads, queues=queues)
         tune_gc()
         server.run(sockets=[sock])
     finally:

@@ -7,15 +7,27 @@ in an :class:`ActivityRegistry` (the module-level default one unless it is given
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from functools import cached_property
+from typing import Any, Generic, TypeVar, overload
 
+from pydantic import BaseModel, ValidationError
+
+from wfkit.definition.typed_outputs import (
+    OutputType,
+    Unresolved,
+    describe_validation,
+    output_type_of,
+    read_output,
+)
 from wfkit.errors import UsageError
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "ActivityContext",
     "ActivityRegistry",
     "Cancelled",
@@ -24,8 +36,12 @@ __all__ = [
     "default_registry",
 ]
 
+DEFAULT_QUEUE = "default"
+"""The queue of an activity registered without ``queue=``."""
+
 D = TypeVar("D")
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound=BaseModel)
 
 
 class Cancelled(BaseException):
@@ -75,6 +91,12 @@ class ActivityContext(Generic[D]):
     ``data`` is this attempt's own copy: changing it changes nothing in the run; the return value
     and ``data`` are the only ways an activity changes its run. ``idempotency_key`` is the same
     for every attempt of the same step.
+
+    ``input`` is the data document the run was admitted with (typed like ``data``), whatever the
+    document became since; ``output(node_id, Model)`` reads an earlier step's output as a model.
+    ``logger`` is this attempt's logger: its records carry ``run_id``, ``workflow_id``,
+    ``node_id``, ``activity``, ``attempt`` and ``loop_path``, and those at INFO and above are
+    kept with the run (``run.logs()``).
     """
 
     data: D
@@ -91,6 +113,67 @@ class ActivityContext(Generic[D]):
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _LOGGER
     cancel_event: CancelFlag = field(default_factory=CancelFlag, repr=False)
     on_heartbeat: Callable[[], None] | None = field(default=None, repr=False)
+    # the run's input as JSON text (what `input` decodes), the workflow's data model, and every
+    # node's enclosing for_each nodes (what `output` reads by loop cell); set by the engine
+    input_json: str | None = field(default=None, repr=False)
+    data_model: type[BaseModel] | None = field(default=None, repr=False)
+    loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def input(self) -> D:
+        """The data document the run was admitted with: a model instance when the workflow
+        declares a model, else a dict. This attempt's own copy, decoded on first use: changing
+        it changes nothing. It never changes during the run (``data`` does), and a run restarted
+        with ``engine.restart_as_new`` has the same input.
+        """
+        if self.input_json is None:
+            raise UsageError(
+                f"this context of {self.node_id!r} has no run input; contexts the engine builds "
+                "always have one (build yours with input_json='{...}' to test an activity)"
+            )
+        if self.data_model is None:
+            value: Any = json.loads(self.input_json)
+            return value
+        try:
+            return self.data_model.model_validate_json(self.input_json)  # type: ignore[return-value]
+        except ValidationError as exc:
+            raise UsageError(
+                f"the input of run {self.instance_id} no longer fits "
+                f"{self.data_model.__name__}: {describe_validation(exc)}; the model changed "
+                "after the run started: make the change backwards compatible (defaults for new "
+                "fields), or read ctx.data"
+            ) from None
+
+    @overload
+    def output(self, node_id: str, model: None = None, *, cell: str | int | None = None) -> Any: ...
+
+    @overload
+    def output(self, node_id: str, model: type[M], *, cell: str | int | None = None) -> M: ...
+
+    def output(
+        self, node_id: str, model: type[M] | None = None, *, cell: str | int | None = None
+    ) -> Any:
+        """The output of an earlier step: its JSON value, or validated as ``model``.
+
+        Inside a for_each, a step of the same loop is read in this attempt's own cell (the
+        output of this item); a step in a loop this one is not inside keeps a map of cells
+        (``{"0": ..., "2": ...}``), of which ``cell="2"`` (``"1.0"`` nested) names one.
+
+        Raises
+        ------
+        UsageError
+            The node is unknown, has no output yet (in this cell), or its output does not fit
+            ``model`` (the message names the fields).
+        """
+        return read_output(
+            self.outputs,
+            node_id,
+            model,
+            reader=self.node_id,
+            loop_path=self.loop_path,
+            scopes=self.loop_scopes,
+            cell=cell,
+        )
 
     @property
     def cancelled(self) -> bool:
@@ -123,14 +206,34 @@ class ActivityRegistry:
 
     def __init__(self) -> None:
         self._functions: dict[str, Callable[..., Any]] = {}
+        self._queues: dict[str, str] = {}  # only activities outside the default queue
+        self._outputs: dict[str, OutputType | None] = {}
+        self._unresolved: set[str] = set()  # return annotations to resolve again on first use
         self._lock = threading.Lock()
 
-    def register(self, name: str, function: Callable[..., Any], *, replace: bool = True) -> None:
-        """Register ``function`` under ``name``; re-registering replaces (notebook re-runs)."""
+    def register(
+        self,
+        name: str,
+        function: Callable[..., Any],
+        *,
+        replace: bool = True,
+        queue: str = DEFAULT_QUEUE,
+    ) -> None:
+        """Register ``function`` under ``name``; re-registering replaces (notebook re-runs).
+
+        ``queue`` names the worker pool that runs its steps (and its compensations, where it is
+        one): ``engine.start_workers(queues=[...])`` and ``wfkit worker --queue`` serve only
+        the queues they name; ``"default"`` unless given.
+
+        A return annotation that is a pydantic model (``-> Receipt``, ``-> Receipt | None``)
+        types the activity's output (see :meth:`output_type`); it is resolved here, once.
+        """
         if not isinstance(name, str) or not name.strip():
             raise UsageError(f"activity name must be a non-empty string, got {name!r}")
         if not callable(function):
             raise UsageError(f"activity {name!r} must be callable, got {function!r}")
+        check_queue(queue, f"activity {name!r}")
+        declared, unresolved = _declared(name, function, final=False)
         with self._lock:
             if not replace and name in self._functions:
                 raise UsageError(
@@ -138,15 +241,51 @@ class ActivityRegistry:
                     "pick another name or pass replace=True"
                 )
             self._functions[name] = function
+            if queue == DEFAULT_QUEUE:
+                self._queues.pop(name, None)
+            else:
+                self._queues[name] = queue
+            self._outputs[name] = declared
+            if unresolved:
+                self._unresolved.add(name)
+            else:
+                self._unresolved.discard(name)
 
-    def activity(self, name: str) -> Callable[[F], F]:
+    def output_type(self, name: str) -> OutputType | None:
+        """The model the activity ``name`` declares it returns, or None (untyped).
+
+        A return annotation naming something its module did not define yet when the activity
+        was registered (a model declared below the function) is resolved once more here, the
+        first time it is asked for; still unresolved, the output stays untyped (logged at
+        debug level).
+        """
+        if name in self._unresolved:
+            with self._lock:
+                if name in self._unresolved:
+                    self._unresolved.discard(name)
+                    self._outputs[name] = _declared(name, self._functions[name], final=True)[0]
+        return self._outputs.get(name)
+
+    def activity(self, name: str, *, queue: str = DEFAULT_QUEUE) -> Callable[[F], F]:
         """Decorator form of :meth:`register`; returns the function unchanged."""
 
         def decorate(function: F) -> F:
-            self.register(name, function)
+            self.register(name, function, queue=queue)
             return function
 
         return decorate
+
+    def queue_of(self, name: str) -> str:
+        """The queue of the activity ``name`` (``"default"`` unless registered with one)."""
+        return self._queues.get(name, DEFAULT_QUEUE)
+
+    def queues(self) -> list[str]:
+        """The queues of the registered activities, sorted (``"default"`` among them when
+        an activity has no other)."""
+        named = set(self._queues.values())
+        if len(self._queues) < len(self._functions):
+            named.add(DEFAULT_QUEUE)
+        return sorted(named)
 
     def get(self, name: str) -> Callable[..., Any]:
         """The function registered as ``name``; raises ``UsageError`` naming what exists."""
@@ -177,16 +316,42 @@ class ActivityRegistry:
         return len(self._functions)
 
 
+def check_queue(queue: object, what: str) -> str:
+    """``queue`` when it is a usable queue name; else ``UsageError`` naming ``what``."""
+    if not isinstance(queue, str) or not queue.strip() or queue != queue.strip():
+        raise UsageError(
+            f"the queue of {what} must be a non-empty name without surrounding spaces, got "
+            f"{queue!r}; e.g. queue='gpu' (queue='default' where it needs no pool of its own)"
+        )
+    return queue
+
+
+def _declared(
+    name: str, function: Callable[..., Any], *, final: bool
+) -> tuple[OutputType | None, bool]:
+    """The output type ``function`` declares, and whether its annotation is still unresolved."""
+    try:
+        return output_type_of(function, name), False
+    except Unresolved as exc:
+        when = "its output is untyped" if final else "tried again when it first runs"
+        _LOGGER.debug("activity %r: return annotation not resolved (%s); %s", name, exc, when)
+        return None, not final
+
+
 default_registry = ActivityRegistry()
 
 
-def activity(name: str) -> Callable[[F], F]:
+def activity(name: str, *, queue: str = DEFAULT_QUEUE) -> Callable[[F], F]:
     """Register a function (sync or async) as the activity ``name`` in the default registry.
 
     Parameters
     ----------
     name : str
         The name graphs use to refer to the function, e.g. ``"orders.ship-line"``.
+    queue : str
+        The queue whose workers run its steps (``"default"`` unless given): engines started
+        with ``start_workers(queues=["gpu"])`` or ``wfkit worker --queue gpu`` run only the
+        steps of the queues they serve; ``run_until_idle()`` runs every queue.
 
     Examples
     --------
@@ -196,5 +361,10 @@ def activity(name: str) -> Callable[[F], F]:
     ...     return {"greeting": "hello"}
     >>> "docs.hello" in wf.default_registry
     True
+    >>> @wf.activity("docs.render", queue="gpu")
+    ... def render(ctx):
+    ...     return None
+    >>> wf.default_registry.queue_of("docs.render")
+    'gpu'
     """
-    return default_registry.activity(name)
+    return default_registry.activity(name, queue=queue)

@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "json_problem", "text_problem"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "json_problem", "printable", "text_problem"]
 
 MAX_DEPTH = 64
 """Deepest nesting of dicts and lists accepted (the document itself is level 1)."""
@@ -47,6 +47,19 @@ def text_problem(text: str) -> str | None:
         f"contains a lone surrogate {char.encode('utf-8', 'surrogatepass')!r} (U+{ord(char):04X} "
         f"at {at}), which is not valid Unicode text"
     )
+
+
+def printable(text: str) -> str:
+    r"""``text`` as any store can hold it: a lone surrogate or a NUL becomes an escape.
+
+    Examples
+    --------
+    >>> printable("a\x00b")
+    'a\\x00b'
+    """
+    if text_problem(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def json_problem(value: Any, where: str = "$", depth: int = 1) -> str | None:

@@ -5,17 +5,26 @@ It imports the definition and store layers, never the API or widgets.
 
 from __future__ import annotations
 
+from wfkit.engine.admission import DefinitionInfo
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
+from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
+from wfkit.engine.retention import ArchiveReport, Retention
 from wfkit.engine.transactions import Transaction
 
 __all__ = [
+    "ArchiveReport",
+    "CancelResult",
     "Clock",
+    "DefinitionInfo",
     "Engine",
     "Event",
+    "LogLine",
     "ManualClock",
+    "Retention",
     "Run",
     "RunInfo",
     "RunStatus",

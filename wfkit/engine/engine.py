@@ -21,13 +21,17 @@ from wfkit.definition.graph import graph_from_data
 from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
+from wfkit.engine.admission import Admission, Gate, refusal
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.growth import Growth
 from wfkit.engine.handles import Run, check_known, explain
+from wfkit.engine.logs import LogLine, read_logs
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
+from wfkit.engine.queues import served_queues
 from wfkit.engine.records import Event, RunInfo, RunStatus
+from wfkit.engine.retention import Retaining, Retention, RetentionChore
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
@@ -62,7 +66,7 @@ def _close_at_exit() -> None:
             log.warning("closing %r at exit failed", engine, exc_info=True)
 
 
-class Engine(Operations, Growth):
+class Engine(Operations, Growth, Admission, Retaining):
     """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
 
     Parameters
@@ -87,6 +91,11 @@ class Engine(Operations, Growth):
         flight have stopped; an attempt asked to stop that has no ``attempt_timeout`` of its own
         gets this long before it is recorded ``step.abandoned`` and the run ends without it
         (60 seconds by default).
+    retention : str, timedelta or Retention, optional
+        Purge ended runs older than this while the engine runs (``"30d"``, or
+        ``wf.Retention("30d", archive_to="archive/", every="1h")`` to archive them to Parquet
+        first): once when the engine opens, then at most every ``every`` from the writer,
+        between its transactions. Off by default.
 
     Examples
     --------
@@ -113,6 +122,7 @@ class Engine(Operations, Growth):
         batch_size: int = 1024,
         drain_timeout: str | timedelta = "60s",
         durability: str = "step",
+        retention: str | timedelta | Retention | None = None,
     ) -> None:
         if durability not in DURABILITY:
             raise UsageError(
@@ -121,6 +131,7 @@ class Engine(Operations, Growth):
                 "starts; 'batched' writes a running run's checkpoints every few milliseconds"
             )
         self.durability = durability
+        policy = None if retention is None else Retention.of(retention)
         self.target = str(target)
         self.clock: Clock = clock or SystemClock()
         self.registry = registry if registry is not None else default_registry
@@ -141,6 +152,7 @@ class Engine(Operations, Growth):
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
         # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
         self._grown: dict[tuple[str, int, str], str] = {}
+        self._gate = Gate(self._store, self._latest)
         self._closed = False
         self._load_definitions()
         self._writer.reload_flows = self._load_definitions
@@ -163,6 +175,19 @@ class Engine(Operations, Growth):
         if released is not None:
             self._scheduler.release(released)
         self._scheduler.suspect(suspects)
+        if policy is not None:
+            self._retain(policy)
+
+    def _retain(self, policy: Retention) -> None:
+        """Apply ``policy`` once now, then from the writer's rounds."""
+        try:
+            chore = RetentionChore(policy, self._writer, self.clock)
+        except BaseException:
+            self.close()
+            raise
+        with self._writer.lock:
+            chore.run_all()
+        self._scheduler.chore = chore
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -286,7 +311,8 @@ class Engine(Operations, Growth):
             raise UsageError(str(exc)) from None
 
     def workflows(self) -> dict[str, list[int]]:
-        """Registered workflow ids and their versions."""
+        """Registered workflow ids and their versions, active or not (:meth:`definitions`
+        says which versions take new runs)."""
         return {wid: sorted(versions) for wid, versions in sorted(self._latest.items())}
 
     def _resolve(self, workflow_id: str, version: int | None) -> CompiledFlow:
@@ -315,7 +341,10 @@ class Engine(Operations, Growth):
             known = self._latest.get(workflow_id, {})
             if latest is not None and (latest not in known or (version and version not in known)):
                 self._load_definitions()
-        return self._resolve(workflow_id, version)
+        # as for a start: the latest ACTIVE version, and a deactivated version takes no child
+        flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
+        self._gate.check_active(flow)
+        return flow
 
     # --- starting runs ------------------------------------------------------------------------
 
@@ -329,6 +358,10 @@ class Engine(Operations, Growth):
         connection: Any = None,
     ) -> Run:
         """Admit a run: validate its data, then write the run and its first steps atomically.
+
+        Without ``version``, the latest active version (see :meth:`deactivate`). The data is
+        checked against the workflow's model, then every admission policy is asked
+        (:meth:`add_admission_policy`).
 
         Parameters
         ----------
@@ -349,7 +382,7 @@ class Engine(Operations, Growth):
         Raises
         ------
         AdmissionError
-            Listing every reason; nothing is written.
+            Listing every reason (the model's, then the policies'); nothing is written.
         UsageError
             For ``connection=`` on DuckDB, or a connection that is not usable.
         """
@@ -417,12 +450,14 @@ class Engine(Operations, Growth):
     ) -> Callable[[Writer], list[str]]:
         """Check documents before anything is queued (AdmissionError writes nothing); return
         the command that adds the runs to the writer's batch."""
-        flow = self._resolve(workflow_id, version)
+        flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
+        self._gate.check_active(flow)
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
-        docs = [self._admit(flow, d) for d in documents]
+        docs = [self._admit(flow, d, actor) for d in documents]
         texts = [json.dumps(doc, separators=(",", ":")) for doc in docs]
 
         def admit(writer: Writer) -> list[str]:
+            self._gate.check_active(flow)  # a deactivate committed since the check above wins
             ids: list[str] = []
             for doc, text in zip(docs, texts, strict=True):
                 run = RunState(uuid.uuid4().hex[:16], flow, doc)
@@ -435,30 +470,37 @@ class Engine(Operations, Growth):
 
         return admit
 
-    def _admit(self, flow: CompiledFlow, data: Any) -> dict[str, Any]:
+    def _admit(self, flow: CompiledFlow, data: Any, actor: str | None = None) -> dict[str, Any]:
+        """The document as admitted; ``AdmissionError`` with the model's errors and then every
+        admission policy's reasons (policies see the data as given when the model refused it)."""
         model = flow.data_model
         if data is None:
             data = {}
         problems = validate_data(data, model, max_payload=self.max_payload)
+        doc: dict[str, Any] | None = None
         if problems:
             reasons = [p.message for p in problems]
-            raise AdmissionError(
-                f"run of {flow.id!r} v{flow.version} refused, nothing was written:\n"
-                + "\n".join(f"  - {r}" for r in reasons),
-                reasons,
-            )
-        if model is not None:
+        elif model is not None:
             source = data.model_dump() if isinstance(data, BaseModel) else data
-            return model.model_validate(source).model_dump(mode="json")
-        if isinstance(data, BaseModel):
-            return data.model_dump(mode="json")
-        if not isinstance(data, dict):
+            doc = model.model_validate(source).model_dump(mode="json")
+        elif isinstance(data, BaseModel):
+            doc = data.model_dump(mode="json")
+        elif not isinstance(data, dict):
             raise AdmissionError(
                 f"run of {flow.id!r} refused: the data document must be a JSON object (a dict), "
                 f"got {type(data).__name__}; wrap it, e.g. {{'value': ...}}",
                 ["data is not an object"],
             )
-        return json.loads(json.dumps(data))
+        else:
+            doc = json.loads(json.dumps(data))
+        if doc is not None:
+            reasons = self._gate.reasons(flow.workflow, doc, actor)
+        else:
+            given = data.model_dump() if isinstance(data, BaseModel) else data
+            reasons += self._gate.reasons(flow.workflow, given, actor)
+        if reasons or doc is None:
+            raise refusal(flow, reasons)
+        return doc
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -470,10 +512,30 @@ class Engine(Operations, Growth):
         self._scheduler.refuse_in_block("engine.run_until_idle()")
         self._scheduler.run_until_idle(timeout)
 
-    def start_workers(self, threads: int = 4) -> None:
-        """Run steps on ``threads`` background threads (plus one writer thread)."""
+    def start_workers(self, threads: int = 4, queues: Iterable[str] | None = None) -> None:
+        """Run steps on ``threads`` background threads (plus one writer thread).
+
+        Parameters
+        ----------
+        threads : int
+            Worker threads (1 or more).
+        queues : list of str, optional
+            Run only the steps whose activity belongs to one of these queues
+            (``@wf.activity(name, queue=...)``; ``"default"`` unless given). By default the
+            workers serve every queue. The steps of other queues stay ready and are explained
+            (``run.explain()``, ``wf_jobs`` status ``blocked``); on PostgreSQL their runs are
+            handed over to the engines that serve those queues.
+
+        Raises
+        ------
+        UsageError
+            When workers already run (an engine has one pool: ``stop()`` first), for
+            ``threads`` below 1, or for ``queues`` that is a bare string, empty, or holds a
+            name that is not a non-empty string.
+        """
         self._scheduler.refuse_in_block("engine.start_workers()")
-        self._scheduler.start(threads)
+        served = served_queues(queues)
+        self._scheduler.start(threads, served)
         _WORKING.add(self)
 
     def stop(self) -> None:
@@ -518,12 +580,14 @@ class Engine(Operations, Growth):
             run = self._writer.get_run(run_id)
             if run is None:
                 raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
-            return RunState.restore(
+            copy = RunState.restore(
                 run.run_id, run.flow, json.loads(run.data_json()), run.snapshot(), run.seq
             )
+            copy.input_json = run.input_json
+            return copy
 
     def _history(self, run_id: str) -> list[Event]:
-        return [
+        events = [
             Event(
                 r[0],
                 r[1],
@@ -540,6 +604,13 @@ class Engine(Operations, Growth):
             )
             for r in self._store.query("run_history", [run_id])
         ]
+        if not events:
+            check_known(self, run_id)  # never existed, or purged: say so
+        return events
+
+    def _logs(self, run_id: str, node_id: str | None, attempt: int | None) -> list[LogLine]:
+        rows = self._store.query("run_logs", [run_id, node_id, node_id, attempt, attempt])
+        return read_logs(rows)
 
     def _explain(self, run_id: str) -> str:
         return explain(self, run_id)

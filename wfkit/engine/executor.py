@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import traceback
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +18,9 @@ import jsonpatch
 from pydantic import BaseModel, ValidationError
 
 from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
-from wfkit.definition.values import json_problem, text_problem
+from wfkit.definition.typed_outputs import OutputType, fit_output
+from wfkit.definition.values import json_problem, printable
+from wfkit.engine.logs import AttemptLines, AttemptLogger
 
 __all__ = ["AttemptResult", "AttemptThreads", "Job", "run_attempt"]
 
@@ -116,6 +119,9 @@ class Job:
     max_data: int | None = None  # bytes of JSON the data document may grow to
     cancel: CancelFlag = field(default_factory=CancelFlag)
     heartbeat: Callable[[], None] | None = None
+    input_json: str | None = None  # the run's input (every attempt decodes its own copy)
+    output_type: OutputType | None = None  # the model the activity declares it returns
+    loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by node
 
     @property
     def loop_index(self) -> int | None:
@@ -140,8 +146,12 @@ class AttemptResult:
     base_version: int = 0
     error: str | None = None
     fallback: bool = False
+    # the return value cannot be stored, so its node cannot use it: the step leaves through
+    # `fallback` where that outlet is connected (else it is an ordinary failed attempt)
+    unusable: bool = False
     cancelled: bool = False
     crashed: bool = False  # the engine process died during the attempt (found at recovery)
+    logs: AttemptLines | None = None  # the lines it logged through ctx.logger (INFO and up)
 
 
 class _Outputs(Mapping[str, Any]):
@@ -214,6 +224,10 @@ def run_attempt(
     except ValidationError as exc:
         result.error = f"the data document no longer fits its model: {exc}"
         return result
+    logger = AttemptLogger(job, now)
+    scopes: Mapping[str, tuple[str, ...]] = job.loop_scopes
+    if job.own_output:  # a compensation reads the output of the visit it undoes, not cells
+        scopes = ChainMap({job.node_id: ()}, dict(scopes))
     ctx = ActivityContext(
         data=data,
         instance_id=job.run_id,
@@ -226,24 +240,50 @@ def run_attempt(
         loop_path=job.loop_path,
         item=json.loads(job.item_json) if job.item_json is not None else None,
         idempotency_key=f"{job.run_id}:{job.token_id}:{job.node_id}",
+        logger=logger,
         cancel_event=job.cancel,
         on_heartbeat=job.heartbeat,
+        input_json=job.input_json,
+        data_model=job.model,
+        loop_scopes=scopes,
     )
+    try:
+        _attempt(job, ctx, data, base, threads, result)
+    finally:
+        result.logs = logger.finish()
+    result.ended_at = now()
+    return result
+
+
+def _attempt(
+    job: Job,
+    ctx: ActivityContext[Any],
+    data: Any,
+    base: Any,
+    threads: AttemptThreads | None,
+    result: AttemptResult,
+) -> None:
+    """Call the activity and fill ``result`` with what came of it."""
     try:
         if job.timeout is not None and threads is not None:
             output = threads.call(job, ctx)
         else:
             output = _call(job, ctx)
+        problem = None
+        if job.output_type is not None:
+            output, problem = fit_output(output, job.output_type, job.activity)
         after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         patch = _patch(base, after)
-        problem = _stored_problem(job, after, patch, output)
+        if problem is None:
+            problem = _output_problem(job, output)
+            result.unusable = problem is not None
+        problem = problem or _stored_problem(job, after, patch)
         if problem is not None:
             result.error = problem
-            result.ended_at = now()
-            return result
-        result.output = output
-        result.patch = patch or []
-        result.ok = True
+        else:
+            result.output = output
+            result.patch = patch or []
+            result.ok = True
     except Fallback as exc:
         result.fallback = True
         result.error = f"Fallback: {exc}"
@@ -256,15 +296,6 @@ def run_attempt(
         result.error = traceback.format_exc()
     if result.error is not None:  # an exception's text may hold anything: keep it storable
         result.error = printable(result.error)
-    result.ended_at = now()
-    return result
-
-
-def printable(text: str) -> str:
-    """``text`` as any store can hold it: a lone surrogate or a NUL becomes an escape."""
-    if text_problem(text) is None:
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def _patch(base: Any, after: Any) -> list[dict[str, Any]] | None:
@@ -294,16 +325,19 @@ def _patch_problem(patch: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _stored_problem(
-    job: Job, data: Any, patch: list[dict[str, Any]] | None, output: Any
-) -> str | None:
-    """Why the attempt's data change or return value cannot be recorded, or None."""
+def _output_problem(job: Job, output: Any) -> str | None:
+    """Why the attempt's return value cannot be recorded, or None."""
     problem = json_problem(output, "return value")
-    if problem is not None:
-        return (
-            f"activity {job.activity!r} returned a value that is not JSON or cannot be "
-            f"stored ({problem}); return a dict of plain values (or None)"
-        )
+    if problem is None:
+        return None
+    return (
+        f"activity {job.activity!r} returned a value that is not JSON or cannot be "
+        f"stored ({problem}); return a dict of plain values (or None)"
+    )
+
+
+def _stored_problem(job: Job, data: Any, patch: list[dict[str, Any]] | None) -> str | None:
+    """Why the attempt's data change cannot be recorded, or None."""
     if patch == []:
         return None  # the document did not change
     problem = json_problem(data, "ctx.data") if patch is None else _patch_problem(patch)

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from wfkit.definition.graph import SagaSpec, saga_specs
 from wfkit.definition.kinds import JoinConfig, Node, NodeKind
+from wfkit.definition.typed_outputs import loop_scopes
 from wfkit.definition.workflow import Workflow
 
 __all__ = ["CompiledFlow"]
@@ -26,6 +27,8 @@ class CompiledFlow:
     visit_limit: dict[str, int] = field(default_factory=dict)
     sagas: dict[str, SagaSpec] = field(default_factory=dict)
     start: str = "start"
+    # each node's enclosing for_each nodes, outermost first (what ctx.output reads by cell)
+    loops: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def compile(cls, workflow: Workflow) -> CompiledFlow:
@@ -42,6 +45,7 @@ class CompiledFlow:
                 flow.join_of[node.config.fork] = n
         for u, v, k in G.edges(keys=True):
             flow.targets[(u, str(k))] = v
+        flow.loops = loop_scopes(G, flow.nodes)
         flow.visit_limit = {n: node.policy.max_visits for n, node in flow.nodes.items()}
         for component in nx.strongly_connected_components(G):
             if len(component) > 1 or any(G.has_edge(n, n) for n in component):

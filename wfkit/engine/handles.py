@@ -7,6 +7,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
+from wfkit.engine.logs import LogLine
+from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
@@ -44,6 +46,55 @@ class Run:
         state = self._engine._state(self.id)
         model = state.flow.data_model
         return model.model_validate(state.data) if model else state.data
+
+    @property
+    def input(self) -> Any:
+        """The data document the run was admitted with (a model instance when the workflow
+        declares a model), whatever the document became since: a fresh copy on every read."""
+        state = self._engine._state(self.id)
+        if state.input_json is None:  # not reachable for runs the engine admitted
+            raise UsageError(f"run {self.id} has no recorded input")
+        model = state.flow.data_model
+        if model is not None:
+            return model.model_validate_json(state.input_json)
+        return json.loads(state.input_json)
+
+    def logs(self, node_id: str | None = None, attempt: int | None = None) -> list[LogLine]:
+        """The lines its activities logged through ``ctx.logger`` (INFO and above), in the order
+        their attempts were recorded: time, level, node, attempt, message (and the activity,
+        token and loop cell). ``node_id`` and ``attempt`` narrow them down.
+
+        Raises
+        ------
+        UsageError
+            ``node_id`` is not a node of the run's workflow, or ``attempt`` is not a positive
+            integer.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> reg = wf.ActivityRegistry()
+        >>> reg.register("docs.greet", lambda ctx: ctx.logger.info("hi %s", ctx.input["name"]))
+        >>> engine = wf.Engine(":memory:", registry=reg)
+        >>> _ = engine.register(wf.Workflow("greet", 1).start_with("docs.greet"))
+        >>> run = engine.start("greet", {"name": "ana"})
+        >>> engine.run_until_idle()
+        >>> [(line.node_id, line.level, line.attempt, line.message) for line in run.logs()]
+        [('docs.greet', 'INFO', 1, 'hi ana')]
+        >>> run.input
+        {'name': 'ana'}
+        >>> engine.close()
+        """
+        if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
+            raise UsageError(
+                f"run {self.id} has no node {node_id!r}; pass one of its node ids "
+                "(run.workflow.graph.nodes) or None for every node"
+            )
+        if attempt is not None and (
+            isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1
+        ):
+            raise UsageError(f"attempt must be a positive integer or None, not {attempt!r}")
+        return self._engine._logs(self.id, node_id, attempt)
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -133,14 +184,22 @@ class Run:
         return self._engine._explain(self.id)
 
     def node_statuses(self) -> dict[str, str]:
-        """Status of every node this run reached: succeeded, failed, running, waiting,
-        retrying, blocked (its activity is not registered in this process), cancelling,
-        compensating, compensated or skipped (nodes not reached are absent)."""
+        """Status of the run's nodes: succeeded, failed, running, waiting, retrying, blocked
+        (its activity is not registered in this process, or its queue is not served by this
+        engine's workers), cancelling, compensating, compensated or skipped (an operator skipped
+        its compensation).
+
+        Once the run has ended (completed, failed or cancelled), every node it never reached
+        is ``skipped`` too; while it is in flight, nodes not reached yet are absent. Nodes it
+        reached that have no status of their own (start, end) are absent.
+        """
         statuses: dict[str, str] = {}
+        named: set[str] = set()
         for event in self.history():
             node = event.node_id
             if node is None:
                 continue
+            named.add(node)
             if event.kind in (
                 EventKind.STEP_COMPLETED,
                 EventKind.DECISION_TAKEN,
@@ -168,8 +227,13 @@ class Run:
             elif event.kind == EventKind.COMPENSATION_SKIPPED:
                 statuses[node] = NodeStatus.SKIPPED.value
         state = self._engine._state(self.id)
+        if RunStatus(state.status).terminal:
+            for node in _unreached(state, named):
+                statuses.setdefault(node, NodeStatus.SKIPPED.value)
         for token in state.tokens.values():
-            if unregistered_activity(self._engine, state, token) is not None:
+            if unregistered_activity(self._engine, state, token) is not None or (
+                engine_unserved(self._engine, state, token) is not None
+            ):
                 statuses[token["node"]] = NodeStatus.BLOCKED.value
                 continue
             if "comp" in token:
@@ -185,6 +249,17 @@ class Run:
                 TokenState.CANCELLING: NodeStatus.CANCELLING.value,
             }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
         return statuses
+
+
+def _unreached(state: RunState, named: set[str]) -> list[str]:
+    """Nodes of the run's graph that no token ever arrived at (every arrival but a join's
+    counts a visit) and that no event names (a join is named once it decided or heard of a
+    failed branch)."""
+    nodes = state.flow.nodes
+    reached = set(named)
+    for scope in state.visits:
+        reached.add(scope if scope in nodes else scope.rpartition("|")[0])
+    return [node for node in nodes if node not in reached]
 
 
 def _last_line(text: str) -> str:
@@ -266,10 +341,16 @@ def explain(engine: Engine, run_id: str) -> str:
     marks = engine._store.query("run_bookmarks", [run_id])
     timers = {row[1]: row[4] for row in engine._store.query("run_timers", [run_id])}
     parts += [describe_wait(row, timers, now) for row in marks]
+    wanted = handed_over_for(engine, run_id)
     for _token_id, token in sorted(state.tokens.items()):
         node = token["node"]
         missing = unregistered_activity(engine, state, token)
-        if missing is not None:
+        queue = engine_unserved(engine, state, token) if missing is None else None
+        if queue is not None:
+            parts.append(unserved_words(state, token, queue))
+        elif wanted is not None and _on_queue(engine, state, token, wanted):
+            parts.append(handed_over_words(state, token, wanted))
+        elif missing is not None:
             parts.append(
                 f"step {node!r} waits for activity {missing!r}, which is not registered in this "
                 f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
@@ -334,6 +415,27 @@ def unregistered_activity(engine: Engine, state: RunState, token: dict[str, Any]
     if not name or name in engine.registry:
         return None
     return str(name)
+
+
+def engine_unserved(engine: Engine, state: RunState, token: dict[str, Any]) -> str | None:
+    """The queue a ready step waits for when this engine's workers do not serve it."""
+    return unserved_queue(engine.registry, engine._scheduler.queues, state, token)
+
+
+def handed_over_for(engine: Engine, run_id: str) -> str | None:
+    """The queue a run was handed over for and that no engine has claimed it for yet (shared
+    stores), else None."""
+    if not engine._writer.owner.shared or run_id in engine._writer.runs:
+        return None
+    rows = engine._store.query("run_wants_queue", [run_id])
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def _on_queue(engine: Engine, state: RunState, token: dict[str, Any], queue: str) -> bool:
+    if token["st"] != TokenState.READY:
+        return False
+    name = step_activity(state, token)
+    return name in engine.registry and engine.registry.queue_of(name) == queue
 
 
 def check_known(engine: Engine, run_id: str) -> None:

@@ -45,6 +45,12 @@ class Leases:
         # runs given back because this process lacks an activity they wait for: not claimed
         # again before the time given, so that engines that have it take them
         self.backoff: dict[str, datetime] = {}
+        # the queues this engine's workers serve (None: every queue); the runs held here that
+        # were handed over for a queue (see hand_over), and those claimed since the scheduler
+        # last asked
+        self.queues: frozenset[str] | None = None
+        self.wanted: dict[str, str] = {}
+        self.granted: set[str] = set()
 
     def until(self) -> datetime:
         """When a lease taken now runs out."""
@@ -76,20 +82,36 @@ class Leases:
         now = self.now()
         self.backoff = {r: until for r, until in self.backoff.items() if until > now}
         skip = [*(skip or ()), *self.backoff]
-        rows = self.store.write(
-            [
-                Statement(
-                    "claim_runs",
-                    [(now, skip, limit, self.owner, now + self.lease, self.owner)],
-                    returning=True,
-                )
-            ]
-        )
-        return [(r[0], bool(r[1])) for r in rows[0]] if rows else []
+        every = self.queues is None
+        queues = sorted(self.queues or ())
+        row = (now, every, queues, skip, limit, self.owner, now + self.lease, self.owner)
+        rows = self.store.write([Statement("claim_runs", [row], returning=True)])
+        found = rows[0] if rows else []
+        for r in found:
+            if r[2] is not None:
+                self.wanted[r[0]] = r[2]
+                self.granted.add(r[0])
+        return [(r[0], bool(r[1])) for r in found]
+
+    def hand_over(self, runs: list[tuple[str, str]]) -> None:
+        """Give runs back for the engines that serve the queue named with each: only those
+        claim it (``claim_runs``), so a run handed over is taken by an engine that runs it."""
+        if runs:
+            for run_id, _ in runs:
+                self.wanted.pop(run_id, None)
+            rows = [(queue, self.owner, run_id) for run_id, queue in runs]
+            self.store.write(
+                [
+                    Statement("hand_over_run", rows),
+                    Statement("notify_work", [("work",)], returning=True),
+                ]
+            )
 
     def guard(self, mine: list[str], leaving: list[str], wake: bool) -> list[Statement]:
         """Statements that go first in a checkpoint's transaction (see module docstring)."""
         statements = []
+        for run_id in leaving:
+            self.wanted.pop(run_id, None)
         if mine:
             statements.append(
                 Statement("renew_leases", [(self.until(), self.owner, mine)], expect=len(mine))
@@ -112,21 +134,28 @@ class Leases:
     def release(self, run_ids: list[str]) -> None:
         """Give runs back (an engine that stops lets the others take them at once)."""
         if run_ids:
+            for run_id in run_ids:
+                self.wanted.pop(run_id, None)
             self.store.write([Statement("release_runs", [(self.owner, run_ids)])])
 
     def back_off(self, run_ids: list[str]) -> None:
-        """Give runs back and leave them to other engines for one lease period."""
+        """Give runs back and leave them to other engines for one lease period.
+
+        A run that was handed over for a queue keeps that queue: only engines serving it may
+        claim it, so it never goes back to the engine that handed it over for lack of a
+        worker (two engines would pass it back and forth)."""
         if not run_ids:
             return
         until = self.now() + self.lease
         for run_id in run_ids:
             self.backoff[run_id] = until
-        self.store.write(
-            [
-                Statement("release_runs", [(self.owner, run_ids)]),
-                Statement("notify_work", [("work",)], returning=True),
-            ]
-        )
+        kept = [(self.wanted.pop(r), self.owner, r) for r in run_ids if r in self.wanted]
+        plain = [r for r in run_ids if r not in {k[2] for k in kept}]
+        statements = [Statement("release_runs", [(self.owner, plain)])] if plain else []
+        if kept:
+            statements.append(Statement("hand_over_run", kept))
+        statements.append(Statement("notify_work", [("work",)], returning=True))
+        self.store.write(statements)
 
     def renewal_due(self) -> bool:
         """True when a third of the lease has passed since the last renewal."""

@@ -21,6 +21,8 @@ from pydantic import ValidationError
 from wfkit.definition.durations import parse_duration
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.engine import run_retries, sagas
+from wfkit.engine.admission import refusal
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes.wait import fit_payload
@@ -30,6 +32,7 @@ from wfkit.errors import SignalError, UsageError
 from wfkit.store.base import Statement
 
 if TYPE_CHECKING:
+    from wfkit.engine.admission import Gate
     from wfkit.engine.clock import Clock
     from wfkit.engine.scheduler import Scheduler
     from wfkit.engine.writer import Writer
@@ -72,28 +75,42 @@ class Operations:
     _writer: Writer
     _store: Store
     _scheduler: Scheduler
+    _gate: Gate
     clock: Clock
     max_payload: int
 
-    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> None:
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:
         """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded.
 
-        The child runs its calls wait for (and their children) are cancelled with it, in the
-        same transaction.
+        Returns a :class:`~wfkit.engine.cancellation.CancelResult`: how many pending steps,
+        waits and timers were cancelled, how many attempts in flight were asked to stop (the
+        run is cancelled once they have), and the run's status after the call. A run that had
+        already ended is left as it is (``already_ended=True``, nothing written).
+
+        Raises
+        ------
+        UsageError
+            For an unknown run, or an actor or reason that cannot be stored.
         """
         refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
 
-        def cancel(writer: Writer) -> None:
+        def cancel(writer: Writer) -> CancelResult:
             with self._holding(run_id) as run:
-                if RunStatus(run.status).terminal:
-                    raise UsageError(f"run {run_id} is already {run.status}; nothing to cancel")
+                status = RunStatus(run.status)
+                if status.terminal:
+                    return CancelResult(run_id, 0, 0, True, status)
                 if writer.subruns is not None:
                     # its child runs (and theirs) are cancelled with it, in this commit: take
                     # them all first (RunBusy while another engine holds one: nothing changed)
                     writer.subruns.family(run)
+                pending = len(run.tokens)
                 writer.checkpoint(run, actor).cancel_run(reason)
+                stopping = len(run.tokens)  # what is left: attempts the end waits for
+                return CancelResult(
+                    run_id, pending - stopping, stopping, False, RunStatus(run.status)
+                )
 
-        self._command(cancel)
+        return self._command(cancel)
 
     # --- waits --------------------------------------------------------------------------------
 
@@ -432,8 +449,13 @@ class Operations:
         if not RunStatus(status).terminal:
             raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
         flow = self._writer.flow(workflow_id, version, digest)
+        self._gate.check_active(flow, reload=self._store.shared)
+        reasons = self._gate.reasons(flow.workflow, json.loads(input_json), actor)
+        if reasons:
+            raise refusal(flow, reasons, f"restart of run {run_id} as a new run")
 
         def restart(writer: Writer) -> str:
+            self._gate.check_active(flow)  # a deactivate committed since the check above wins
             with self._holding(run_id) as old:
                 new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
                 writer.add_instance(new, input_json, actor, parent=run_id)

@@ -62,6 +62,21 @@ class Ownership(Protocol):
         """Claim runs given back by :meth:`back_off` again (activities were registered)."""
         ...
 
+    def serve(self, queues: frozenset[str] | None) -> None:
+        """Claim only runs this engine's workers can advance: those not handed over for a
+        queue, and those handed over for one of ``queues`` (None: every queue)."""
+        ...
+
+    def hand_over(self, runs: list[tuple[str, str]]) -> None:
+        """Give ``(run, queue)`` back to the engines that serve ``queue``: its ready steps
+        belong to a queue this engine does not serve."""
+        ...
+
+    def take_granted(self) -> set[str]:
+        """The runs claimed since the last call that were handed over for a queue served here
+        (their steps run here even where this process's registry files them elsewhere)."""
+        ...
+
     def renew(self, held: list[str]) -> set[str]:
         """Renew what this engine holds when due; return the runs that changed hands."""
         ...
@@ -131,6 +146,15 @@ class SoleOwnership:
     def forget_back_off(self) -> None:
         return None
 
+    def serve(self, queues: frozenset[str] | None) -> None:
+        return None
+
+    def hand_over(self, runs: list[tuple[str, str]]) -> None:
+        return None  # the only engine of its database keeps its runs
+
+    def take_granted(self) -> set[str]:
+        return set()
+
     def renew(self, held: list[str]) -> set[str]:
         return set()
 
@@ -188,6 +212,16 @@ class LeasedOwnership:
 
     def forget_back_off(self) -> None:
         self.leases.backoff.clear()
+
+    def serve(self, queues: frozenset[str] | None) -> None:
+        self.leases.queues = queues
+
+    def hand_over(self, runs: list[tuple[str, str]]) -> None:
+        self.leases.hand_over(runs)
+
+    def take_granted(self) -> set[str]:
+        granted, self.leases.granted = self.leases.granted, set()
+        return granted
 
     def renew(self, held: list[str]) -> set[str]:
         return self.leases.renew(held) if self.leases.renewal_due() else set()

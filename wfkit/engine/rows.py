@@ -36,6 +36,7 @@ class RunRows:
     saga_set: list[tuple[Any, ...]] = field(default_factory=list)
     posted: list[str] = field(default_factory=list)  # posted signals its waits took
     graph: tuple[Any, ...] | None = None  # the run's own grown graph, and the run repinned to it
+    logs: list[tuple[Any, ...]] = field(default_factory=list)  # its attempts' log lines
 
     def timer_ops(
         self, added: list[tuple[str, str, str, datetime]], deleted: list[tuple[str, str]]
@@ -63,6 +64,7 @@ class RunRows:
         self.saga_set = list(sets.values())
         self.posted += later.posted
         self.graph = later.graph or self.graph
+        self.logs += later.logs
 
     def bookmark_ops(self, added: list[tuple[Any, ...]], deleted: list[str]) -> None:
         """Record the checkpoint's bookmark changes (an add after a delete of one key wins)."""
@@ -95,5 +97,6 @@ def merge(
         Statement("delete_posted_signal", [(s,) for p in parts for s in p.posted]),
         Statement("insert_grown_definition", [p.graph for p in parts if p.graph is not None]),
         Statement("repin_instance", [(p.graph[2], p.run_id) for p in parts if p.graph is not None]),
+        Statement("insert_log", [row for p in parts for row in p.logs]),
     ]
     return statements, added_timers

@@ -22,12 +22,13 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
 from wfkit.engine.executor import AttemptResult, AttemptThreads, Job, run_attempt
 from wfkit.engine.loops import job_cell
+from wfkit.engine.queues import Served, unserved_queue
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
@@ -48,6 +49,15 @@ SIGNALS_TOGETHER = 2
 SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
 COMMIT_DELAY = 0.001  # longest wait for more callers' commands before a round commits
 WRITES = "engine.start(), engine.signal() and the engine's other writes"
+
+
+class Chore(Protocol):
+    """Housekeeping the writer does between its transactions (e.g. retention)."""
+
+    next_at: datetime | None  # when it is next due, on the engine's clock
+
+    def tick(self) -> bool:
+        """Do it if due (under the writer lock); True when more waits for the next round."""
 
 
 class Command(Generic[T]):
@@ -111,6 +121,7 @@ class Scheduler:
         # only once a worker is free for it, after a durable start marker (see _mark_suspects)
         self.suspects: deque[tuple[RunState, str]] = deque()
         self._workers = 0
+        self.queues: Served = None  # the queues the workers serve (None: all; inline: all)
         self.inflight: dict[tuple[str, str], Job] = writer.inflight
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
@@ -134,6 +145,7 @@ class Scheduler:
         # threads inside an `engine.transaction()` block: their own commands are refused
         self.blocks: set[int] = set()
         self._last_callers = 0  # commands the writer thread's last round carried
+        self.chore: Chore | None = None  # run after a round's commit when due
         writer.wake_hook = self.wake
         clock.subscribe(self.wake)
 
@@ -172,6 +184,9 @@ class Scheduler:
             timeout=timeout.total_seconds() if timeout else None,
             max_data=self.max_payload,
             heartbeat=lambda: self.heartbeats.__setitem__(key, self.clock.now()),
+            input_json=run.input_json,
+            output_type=self.registry.output_type(name),
+            loop_scopes=run.flow.loops,
         )
 
     def release(self, released: Released) -> None:
@@ -193,7 +208,7 @@ class Scheduler:
         with self.changed:
             self.changed.notify_all()
 
-    def _enqueue(self, run: RunState, token_id: str) -> None:
+    def _enqueue(self, run: RunState, token_id: str, granted: bool = False) -> None:
         started = run.tokens[token_id].get("started")
         if started is not None and started != run.tokens[token_id]["att"]:
             # a step that was suspect before: its next attempts are marked too, so that a
@@ -201,7 +216,10 @@ class Scheduler:
             self.suspects.append((run, token_id))
             self.wake()  # the writer marks it in its next round
             return
-        job = self.make_job(run, token_id)
+        if self.queues is not None and not granted and self._unserved(run, token_id):
+            job = None  # blocked like a missing activity: the pool does not serve its queue
+        else:
+            job = self.make_job(run, token_id)
         if job is None:
             self.blocked.append((run, token_id))
             if self.writer.owner.shared:
@@ -241,7 +259,7 @@ class Scheduler:
                 continue
             node = run.flow.nodes[token["node"]]
             name = node.compensation if "comp" in token else node.activity
-            if (name or "") not in self.registry:
+            if (name or "") not in self.registry or self._unserved(run, token_id):
                 self.blocked.append((run, token_id))  # a blocked step is not marked: it waits
                 continue
             cp = writer.checkpoint(run)
@@ -249,6 +267,10 @@ class Scheduler:
             cp.dispatch.append(token_id)
             writer.force = True  # the marker is durable before the attempt starts
             free -= 1
+
+    def _unserved(self, run: RunState, token_id: str) -> str | None:
+        """The queue of a ready step when the workers do not serve it, else None."""
+        return unserved_queue(self.registry, self.queues, run, run.tokens[token_id])
 
     def retry_blocked(self) -> None:
         """Queue steps whose activity has been registered since they became ready."""
@@ -453,9 +475,12 @@ class Scheduler:
                 for command in commands:
                     command.finish()  # the failure, if any, is theirs too
             claimed = self._claim_round()
+            if self.chore is not None and not writer.pending and self.chore.tick():
+                self.wake()  # more to do: another round soon, after the work at hand
         self._finish(commands, released)
+        granted = self._granted(claimed)
         for run, token_id in claimed:
-            self._enqueue(run, token_id)
+            self._enqueue(run, token_id, (run.run_id, token_id) in granted)
         self.claimed = len(claimed)
         if not claimed:
             with self._rounds:
@@ -485,17 +510,47 @@ class Scheduler:
             ready += self._commit_with_retry().dispatch
         return ready
 
+    def _granted(self, claimed: list[tuple[RunState, str]]) -> set[tuple[str, str]]:
+        """Claimed steps that run here although this pool does not serve their queue: the
+        steps of a run handed over for a queue served here, none of whose ready steps belongs
+        to a served queue in this process's registry (the registries of the two engines file
+        the activity in different queues). Running them rather than handing the run back
+        means a hand-over is always followed by an attempt: two engines never pass a run
+        back and forth."""
+        runs = self.writer.owner.take_granted()
+        if not runs or self.queues is None:
+            return set()
+        steps: dict[str, tuple[RunState, list[str]]] = {}
+        for run, token_id in claimed:
+            if run.run_id in runs:
+                steps.setdefault(run.run_id, (run, []))[1].append(token_id)
+        granted: set[tuple[str, str]] = set()
+        for run_id, (run, tokens) in steps.items():
+            if all(self._unserved(run, t) for t in tokens):
+                queues = sorted({str(self._unserved(run, t)) for t in tokens})
+                log.warning(
+                    "run %s was handed over to this engine for a queue it serves, but here its "
+                    "ready steps belong to %s: the engines' registries disagree on the queue of "
+                    "an activity; running them here",
+                    run_id,
+                    ", ".join(repr(q) for q in queues),
+                )
+                granted |= {(run_id, t) for t in tokens}
+        return granted
+
     def _give_back_blocked(self) -> None:
         """Release the runs all of whose ready steps wait for an activity not registered in
-        this process, and claim them again only after a back-off, so that an engine that has
-        the activity takes them (shared stores; the only engine of a database keeps them).
-        Their wf_jobs rows say ``blocked`` meanwhile."""
+        this process, or for a queue these workers do not serve (shared stores; the only
+        engine of a database keeps them). A run with a step of an unserved queue is handed
+        over for that queue: only an engine serving it claims it (:meth:`Leases.hand_over`).
+        The others are claimed again only after a back-off, so that an engine that has the
+        activity takes them. Their wf_jobs rows say ``blocked`` meanwhile."""
         owner = self.writer.owner
         if not owner.shared or not self.blocked:
             return
         runs = self.writer.runs
         blocked = {(run.run_id, t) for run, t in self.blocked if runs.get(run.run_id) is run}
-        stuck = [
+        stuck = {
             run_id
             for run_id in {run_id for run_id, _ in blocked}
             if all(
@@ -503,17 +558,25 @@ class Scheduler:
                 for t, tok in runs[run_id].tokens.items()
                 if tok["st"] == TokenState.READY
             )
-        ]
+        }
         if not stuck:
             return
         self.writer.dirty.update(stuck)
         self.writer.flush_summaries()
-        owner.back_off(stuck)
-        gone = set(stuck)
+        wanted: dict[str, str] = {}  # run -> the first queue its steps wait for
+        for run_id, token_id in sorted(blocked):
+            queue = self._unserved(runs[run_id], token_id) if run_id in stuck else None
+            if queue is not None:
+                wanted.setdefault(run_id, queue)
+        owner.back_off([run_id for run_id in stuck if run_id not in wanted])
+        owner.hand_over(sorted(wanted.items()))
         for run_id in stuck:
             runs.pop(run_id, None)
-        self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in gone]
-        log.info("runs given back (activities not registered here): %s", ", ".join(stuck))
+        self.blocked[:] = [(run, t) for run, t in self.blocked if run.run_id not in stuck]
+        log.info(
+            "runs given back (activities not registered here, or queues not served): %s",
+            ", ".join(sorted(stuck)),
+        )
 
     def _commit_with_retry(self, force: bool = False) -> Released:
         delay = 0.05
@@ -590,12 +653,20 @@ class Scheduler:
 
     # --- threads --------------------------------------------------------------------------------
 
-    def start(self, threads: int) -> None:
-        """Start ``threads`` workers and the writer thread."""
+    def start(self, threads: int, queues: Served = None) -> None:
+        """Start ``threads`` workers serving ``queues`` (None: every queue), and the writer
+        thread. One pool per engine: a second call is refused until :meth:`stop`."""
         if self._threads:
-            raise UsageError("workers are already running; call engine.stop() first")
+            serving = "every queue" if self.queues is None else sorted(self.queues)
+            raise UsageError(
+                f"workers are already running (serving {serving}); an engine has one worker "
+                "pool: call engine.stop() first, then start_workers again with every queue "
+                "it should serve"
+            )
         if threads < 1:
             raise UsageError(f"threads must be 1 or more, got {threads}")
+        self.queues = queues
+        self.writer.owner.serve(queues)
         self._workers = threads
         for _ in range(threads):
             self._threads.append(
@@ -603,13 +674,25 @@ class Scheduler:
             )
         writer = threading.Thread(target=self._write_loop, name="wfkit-writer", daemon=True)
         self._threads.append(writer)
-        while self.ready:
-            self._jobs.put(self.ready.popleft())
+        self._hand_ready_to_workers()
         for thread in self._threads:
             thread.start()
         self._unlisten = self.writer.owner.listen(self.wake)  # work made by other engines
         self.wake()  # a first round at once: claim what is already waiting
         self.retry_blocked()
+
+    def _hand_ready_to_workers(self) -> None:
+        """Jobs queued inline go to the workers, but those of queues the pool does not serve:
+        they are blocked (and their wf_jobs rows say so)."""
+        while self.ready:
+            job = self.ready.popleft()
+            run = self.writer.runs.get(job.run_id)
+            if run is not None and self.queues is not None and self._unserved(run, job.token_id):
+                self.inflight.pop((job.run_id, job.token_id), None)
+                self.blocked.append((run, job.token_id))
+                self.writer.dirty.add(run.run_id)
+                continue
+            self._jobs.put(job)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the workers after their current attempts, then the writer."""
@@ -626,6 +709,8 @@ class Scheduler:
             t.join(timeout)
         self._threads = []
         self._workers = 0
+        self.queues = None  # inline driving runs every queue
+        self.writer.owner.serve(None)
         self._run_left()  # commands queued for the writer thread after its last round
         self._unqueue()
         if self._unlisten is not None:
@@ -755,6 +840,9 @@ class Scheduler:
         if staged is not None:
             return staged  # staged checkpoints are written once their window is over
         due = self._next_due()
+        chore = self.chore.next_at if self.chore is not None else None
+        if chore is not None and (due is None or chore < due):
+            due = chore
         beat = self.writer.owner.wake_every()
         until_due: float | None = None
         if due is not None:

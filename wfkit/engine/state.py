@@ -66,6 +66,9 @@ class RunState:
     # restored from the snapshot an engine wrote as it closed, with nothing running: its ready
     # steps were only queued (not suspects of a crash); any later checkpoint clears it
     closed: bool = False
+    # the data document the run was admitted with, as JSON text (wf_instances.input): never
+    # changes; ctx.input and run.input decode their own copies of it
+    input_json: str | None = field(default=None, repr=False)
     _data_json: str | None = field(default=None, repr=False)
     _outputs_json: str | None = field(default=None, repr=False)
     # changes since the last checkpoint
@@ -185,6 +188,7 @@ class RunState:
         )
         frozen._data_json = self.data_json()
         frozen._outputs_json = self.outputs_json()
+        frozen.input_json = self.input_json
         return frozen
 
     def thaw(self) -> RunState:
@@ -201,6 +205,7 @@ class RunState:
         )
         run.tokens = {t: dict(tok) for t, tok in self.tokens.items()}
         run.outputs = json.loads(self.outputs_json())
+        run.input_json = self.input_json
         return run
 
     @classmethod

@@ -114,5 +114,5 @@ class NodeStatus(StrEnum):
     CANCELLING = "cancelling"  # its attempt was asked to stop; the run ends once it has
     COMPENSATING = "compensating"  # its compensation is under way
     COMPENSATED = "compensated"  # its compensation completed
-    SKIPPED = "skipped"  # an operator skipped its compensation
+    SKIPPED = "skipped"  # never reached by a run that ended, or its compensation was skipped
     SUSPENDED = "suspended"  # parked for an operator

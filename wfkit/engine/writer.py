@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import drains, run_retries, sagas
+from wfkit.engine import drains, logs, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
 from wfkit.engine.executor import AttemptResult, printable
 from wfkit.engine.failures import RULES
@@ -227,6 +227,7 @@ class Writer:
         flow = self.flow(row[1], row[2], row[3])
         data = json.loads(row[6] or row[5])
         run = RunState.restore(run_id, flow, data, row[7], row[8])
+        run.input_json = row[5]
         run.status = row[4] if not row[7] else run.status
         if RunStatus(row[4]).terminal and run.status != row[4]:
             # ended outside a checkpoint (a run whose checkpoint could not be written)
@@ -388,6 +389,14 @@ class Writer:
         """The checkpoints of the batch being built, in the order they joined it."""
         return list(self._batch.values())
 
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Runs deleted from the store (retention): drop everything memory keeps of them."""
+        for run_id in run_ids:
+            self.views.pop(run_id, None)
+            self.runs.pop(run_id, None)
+            self.dirty.discard(run_id)
+            self._jobs_rows.discard(run_id)
+
     def batch_runs(self) -> list[str]:
         """The runs with a checkpoint in the batch being built."""
         return list(self._batch)
@@ -458,6 +467,7 @@ class Writer:
             data_rows = self.store.query("run_row", [run_id])
             data = json.loads(data_rows[0][6] or input_json)
             run = RunState.restore(run_id, flow, data, state, seq)
+            run.input_json = input_json
             if not state:
                 run.status = status
             live[run_id] = run
@@ -512,6 +522,7 @@ class Writer:
         self, run: RunState, input_json: str, actor: str | None, parent: str | None = None
     ) -> None:
         """A new run: its summary row is written with its first checkpoint."""
+        run.input_json = input_json
         self._new_runs[run.run_id] = (input_json, actor, self.now(), parent)
 
     def apply_result(self, result: AttemptResult) -> None:
@@ -520,6 +531,8 @@ class Writer:
         token = run.tokens.get(result.token_id) if run else None
         if run is None or token is None or token["att"] != result.attempt:
             return
+        if result.logs is not None and token["st"] in (TokenState.CANCELLING, TokenState.READY):
+            logs.keep(self.checkpoint(run), result)
         if token["st"] == TokenState.CANCELLING:
             drains.on_result(self.checkpoint(run), result.token_id, result)
             return
@@ -813,6 +826,8 @@ class Writer:
             (rows.saga_add if op == "add" else rows.saga_set).append(row)
         rows.posted = list(cp.posted_taken)
         rows.graph = cp.graph
+        if cp.logs:
+            rows.logs = logs.log_rows(cp, run.seq)
         return rows
 
     def _lease_guard(

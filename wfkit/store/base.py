@@ -7,18 +7,27 @@ attempts), answers named queries, and runs a user's SQL.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from wfkit.errors import StoreError
 
 if TYPE_CHECKING:
     from wfkit.store.sessions import Session
 
-__all__ = ["TERMINAL_STATUSES", "LeaseLost", "Statement", "Store", "ValueRefused"]
+__all__ = [
+    "TERMINAL_STATUSES",
+    "InTransaction",
+    "LeaseLost",
+    "Statement",
+    "Store",
+    "ValueRefused",
+]
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -44,6 +53,16 @@ class ValueRefused(StoreError):
     problem of those rows, not of the store, which takes other rows as usual."""
 
 
+class InTransaction(Protocol):
+    """Named statements run inside one open transaction (see :meth:`Store.atomically`)."""
+
+    def execute(self, name: str, params: Sequence[Any] = ()) -> int:
+        """Run the named statement; the number of rows it changed."""
+
+    def returning(self, name: str, params: Sequence[Any] = ()) -> tuple[list[str], list[Any]]:
+        """Run the named statement; the names of its columns and its rows."""
+
+
 class Store(Protocol):
     """A backend that keeps wfkit's tables."""
 
@@ -61,6 +80,10 @@ class Store(Protocol):
 
     def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
         """Run a user's SQL and return the backend's result object."""
+
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
+        """Run ``work`` in one transaction: committed when it returns, rolled back (and its
+        exception raised) when it raises."""
 
     def session(self) -> Session:
         """Open a caller's transaction on the store (see :mod:`wfkit.store.sessions`)."""

@@ -1,11 +1,12 @@
 """Copy a whole wfkit store into another: a DuckDB file into PostgreSQL, and back.
 
 Every wfkit table is copied (definitions, runs with their in-flight state, events, jobs,
-bookmarks, timers, saga steps and posted signals), in that order and in ONE transaction on the
-destination, so an interrupted copy leaves nothing behind. Each side keeps its own schema version
-(both are migrated to this wfkit's schema when opened). A run in flight needs nothing more than
-its summary row (state snapshot as of ``seq``) and its events: the destination's engine restores
-it from those, its waits from ``wf_bookmarks`` and its timers from ``wf_timers``.
+bookmarks, timers, saga steps, posted signals and activity log lines), in that order and in ONE
+transaction on the destination, so an interrupted copy leaves nothing behind. Each side keeps its
+own schema version (both are migrated to this wfkit's schema when opened). A run in flight needs
+nothing more than its summary row (state snapshot as of ``seq``) and its events: the
+destination's engine restores it from those, its waits from ``wf_bookmarks`` and its timers from
+``wf_timers``.
 
 The column lists come from the ``copy_<table>`` blocks of ``sql/queries.sql`` and are checked
 against both databases first: a column this code does not know stops the copy rather than being
@@ -63,13 +64,15 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("wf_timers", ("run_id",), "run_id, token, kind, due_at"),
     TableSpec("wf_saga_steps", ("run_id",), "run_id, position"),
     TableSpec("wf_signals", ("signal_id",), "posted_at, signal_id"),
+    TableSpec("wf_logs", ("run_id",), "run_id, seq, token, attempt, line"),
 )
 """Every table a copy moves, in dependency order (``wf_schema_version`` stays on each side)."""
 
 NOT_COPIED: dict[str, frozenset[str]] = {
     # Run leases belong to the engine processes of the source database: copied runs arrive
-    # unowned, and the destination's engines claim them.
-    "wf_instances": frozenset({"owner", "lease_until"}),
+    # unowned, and the destination's engines claim them (so does the queue a run was handed
+    # over for: any engine of the destination may take it).
+    "wf_instances": frozenset({"owner", "lease_until", "wants_queue"}),
 }
 """Columns deliberately left at their defaults in the destination."""
 

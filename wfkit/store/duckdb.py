@@ -19,15 +19,15 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import Statement, ValueRefused
+from wfkit.store.base import InTransaction, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 from wfkit.store.sessions import StatementResult, check_params, scan
 
@@ -45,6 +45,8 @@ _VALUE_ERRORS = (
 __all__ = ["DuckDBSession", "DuckDBStore"]
 
 _CONFLICT_RETRIES = 8
+
+T = TypeVar("T")
 
 # DuckDB's file lock only keeps other processes out: engines of this process are tracked here
 _OPEN: weakref.WeakValueDictionary[str, DuckDBStore] = weakref.WeakValueDictionary()
@@ -235,6 +237,26 @@ class DuckDBStore:
             conn.executemany(query(statement.name), [list(r) for r in rows])
         return []
 
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
+        """Run ``work`` in one transaction on the store's connection (under its lock)."""
+        with self._lock:
+            conn = self._conn
+            try:
+                self._guard_wal()
+                conn.execute("BEGIN")
+            except duckdb.Error as exc:
+                raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
+            try:
+                value = work(_DuckDBTransaction(conn))
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, duckdb.Error):
+                    raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
+                raise
+            return value
+
     def session(self) -> DuckDBSession:
         """Open a caller's transaction on the engine's connection: until it ends, this thread's
         writes and queries run inside it and other threads' wait (see
@@ -268,6 +290,22 @@ class DuckDBStore:
             return cursor.execute(text, list(params))  # type: ignore[return-value]
         except duckdb.Error as exc:
             raise StoreError(f"SQL failed: {exc}") from exc
+
+
+class _DuckDBTransaction:
+    """Named statements on a connection whose transaction is open."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self._conn = conn
+
+    def execute(self, name: str, params: Sequence[Any] = ()) -> int:
+        found = self._conn.execute(query(name), list(params)).fetchone()
+        return int(found[0]) if found else 0  # DuckDB answers a DELETE with its row count
+
+    def returning(self, name: str, params: Sequence[Any] = ()) -> tuple[list[str], list[Any]]:
+        cursor = self._conn.execute(query(name), list(params))
+        columns = [d[0] for d in cursor.description or []]
+        return columns, cursor.fetchall()
 
 
 # statements whose DuckDB result is a status, not rows (their "Count" column is empty)

@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import LeaseLost, Statement, ValueRefused
+from wfkit.store.base import InTransaction, LeaseLost, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 from wfkit.store.sessions import StatementResult, check_params, scan
 
@@ -33,6 +33,8 @@ _RETRIES = 8
 # its connection until it ends, and the engine's statements must never wait for one
 BLOCK_CONNECTIONS = 8
 BLOCK_WAIT = 30.0  # seconds a block waits for a connection when all of them are in blocks
+
+T = TypeVar("T")
 
 
 @cache
@@ -200,6 +202,14 @@ class PostgresStore:
                 cur.executemany(_pg(statement.name), [list(r) for r in rows])
         return []
 
+    def atomically(self, work: Callable[[InTransaction], T]) -> T:
+        """Run ``work`` in one transaction on a connection of the pool."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                return work(_PostgresTransaction(conn))
+        except psycopg.Error as exc:
+            raise StoreError(f"writing to {_safe(self.url)} failed: {exc}") from exc
+
     def listen(self, channel: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` on every NOTIFY on ``channel`` (from a thread with its own
         connection); returns a function that stops listening."""
@@ -307,6 +317,23 @@ class PostgresStore:
                 return QueryResult(columns, rows)
         except psycopg.Error as exc:
             raise StoreError(f"SQL failed: {exc}") from exc
+
+
+class _PostgresTransaction:
+    """Named statements on a connection whose transaction is open."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, name: str, params: Sequence[Any] = ()) -> int:
+        with self._conn.cursor() as cur:
+            cur.execute(_pg(name), list(params))
+            return max(cur.rowcount, 0)
+
+    def returning(self, name: str, params: Sequence[Any] = ()) -> tuple[list[str], list[Any]]:
+        with self._conn.cursor() as cur:
+            cur.execute(_pg(name), list(params))
+            return [d.name for d in cur.description or []], cur.fetchall()
 
 
 class PostgresSession:

@@ -1,5 +1,5 @@
 """``RunMonitor``: one run, live — status colours on the graph, for_each progress, the explain
-line, a timeline of attempts, the data document and the event log.
+line, a timeline of attempts, the data document, the event log and the activities' log lines.
 
 The picture is drawn once; live status is a dict of CSS classes on the :class:`GraphSurface`, so
 updates never re-run the layout. A daemon thread polls the engine every ``interval`` seconds
@@ -9,7 +9,8 @@ touches a trait only when its value changed.
 CSS hooks: ``wfkit-monitor`` (the whole widget), ``wfkit-monitor-header``,
 ``wfkit-monitor-explain``, ``wfkit-monitor-graph`` (the surface), ``wfkit-monitor-progress``,
 ``wfkit-monitor-timeline``, ``wfkit-monitor-data``, ``wfkit-monitor-events`` (rows are
-``tr.wfkit-event``), ``wfkit-monitor-error``.
+``tr.wfkit-event``), ``wfkit-monitor-logs`` (the lines activities logged through ``ctx.logger``;
+rows are ``tr.wfkit-log``), ``wfkit-monitor-error``.
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ import ipywidgets as widgets
 from wfkit.definition.kinds import NodeKind
 from wfkit.definition.rendering import RenderingUnavailable
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import Engine, Event, Run, RunStatus
+from wfkit.engine import Engine, Event, LogLine, Run, RunStatus
 from wfkit.engine.records import RunView
 from wfkit.engine.vocabulary import EventKind
 from wfkit.widgets.confirm import Message
 from wfkit.widgets.surface import GraphSurface
 from wfkit.widgets.timeline import spans_of, timeline_svg
 
-__all__ = ["LoopProgress", "RunMonitor", "loop_progress"]
+__all__ = ["LoopProgress", "RunMonitor", "logs_html", "loop_progress"]
 
 _SUCCESS = (
     EventKind.STEP_COMPLETED,
@@ -207,6 +208,35 @@ def events_html(history: Sequence[Event], limit: int = 50, node: str | None = No
     )
 
 
+def logs_html(lines: Sequence[LogLine], limit: int = 50, node: str | None = None) -> str:
+    """The last ``limit`` log lines (of ``node`` only, when given) as an HTML table, newest
+    last; a long message is clipped, its whole text in the row's tooltip."""
+    chosen = [line for line in lines if node is None or line.node_id == node][-limit:]
+    head = "".join(f"<th>{h}</th>" for h in ("at", "level", "node", "attempt", "message"))
+    rows = []
+    for line in chosen:
+        cell = ".".join(str(i) for i in line.loop_path)
+        where = line.node_id + (f" [{cell}]" if cell else "")
+        if line.activity and line.activity != line.node_id:
+            where += f" ({line.activity})"
+        cells = (f"{line.at:%H:%M:%S}", line.level, where, str(line.attempt))
+        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        rows.append(
+            f'<tr class="wfkit-log" data-level="{html.escape(line.level)}" '
+            f'data-node="{html.escape(line.node_id)}">{tds}'
+            f'<td title="{html.escape(line.message)}" style="white-space:pre-wrap">'
+            f"{html.escape(_clip(line.message, 300))}</td></tr>"
+        )
+    scope = f" of {html.escape(node)}" if node else ""
+    caption = f"<caption style='text-align:left'>last {len(chosen)} log lines{scope}</caption>"
+    return (
+        "<style>.wfkit-logs td,.wfkit-logs th{padding:1px 6px;text-align:left;line-height:1.35;"
+        "vertical-align:top}</style>"
+        '<table class="wfkit-logs" style="font-size:12px;border-collapse:collapse">'
+        f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -226,7 +256,8 @@ class RunMonitor(widgets.VBox):
     interval : float
         Seconds between polls of the background thread.
     events : int
-        How many of the latest events the log shows.
+        How many of the latest events the log shows (and of the latest lines the activities
+        logged: those of the selected node, or of every node).
     autostart : bool
         Start the background thread at once (else call :meth:`start`, or :meth:`refresh`).
     until_terminal : bool
@@ -277,6 +308,7 @@ class RunMonitor(widgets.VBox):
         self.timeline_html = self._html("wfkit-monitor-timeline")
         self.data_html = self._html("wfkit-monitor-data")
         self.events_html = self._html("wfkit-monitor-events")
+        self.logs_html = self._html("wfkit-monitor-logs")
         self.error = Message("wfkit-monitor-error")
         self._draw()
         super().__init__(
@@ -294,6 +326,8 @@ class RunMonitor(widgets.VBox):
                         widgets.VBox([widgets.HTML("<b>Events</b>"), self.events_html]),
                     ]
                 ),
+                widgets.HTML("<b>Logs</b>"),
+                self.logs_html,
             ]
         )
         self.add_class("wfkit-monitor")
@@ -306,9 +340,11 @@ class RunMonitor(widgets.VBox):
             self.timeline_html,
             self.data_html,
             self.events_html,
+            self.logs_html,
         ]
         self.status: RunStatus = RunStatus.PENDING
         self.history: list[Event] = []
+        self.logs: list[LogLine] = []
         self._signature: tuple[int, str] | None = None
         self.surface.observe(self._on_select, names="selected")
         self.refresh()
@@ -388,6 +424,7 @@ class RunMonitor(widgets.VBox):
             changed = False
             if signature != self._signature:
                 self.status, self.history = status, self.run.history()
+                self.logs = self.run.logs()
                 self._signature = signature
                 workflow = self.run.workflow
                 if workflow is not self.workflow:  # the run grew (engine.append): its own graph
@@ -427,9 +464,12 @@ class RunMonitor(widgets.VBox):
         return True
 
     def _render_events(self) -> bool:
-        node = self.surface.selected or None
-        text = events_html(self.history, self.max_events, node if isinstance(node, str) else None)
-        return self._set(self.events_html, "value", text)
+        selected = self.surface.selected or None
+        node = selected if isinstance(selected, str) else None
+        text = events_html(self.history, self.max_events, node)
+        changed = self._set(self.events_html, "value", text)
+        lines = logs_html(self.logs, self.max_events, node)
+        return self._set(self.logs_html, "value", lines) or changed
 
     def _on_select(self, change: dict[str, Any]) -> None:
         with self._lock:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import ipywidgets as widgets
 
 from wfkit.engine import Engine, RunInfo, RunStatus
-from wfkit.errors import WfkitError
+from wfkit.errors import UsageError, WfkitError
 from wfkit.widgets.confirm import Confirm, Message, actor_field, css_token
 
 __all__ = ["ACTIONS", "Recovery"]
@@ -239,8 +239,19 @@ class Recovery(widgets.VBox):
             engine.resume(run_id, actor=actor)
             return f"resumed run {run_id} as {actor}"
         if action == "cancel":
-            engine.cancel(run_id, actor=actor, reason=f"cancelled by {actor} (Recovery widget)")
-            return f"cancelled run {run_id} as {actor}"
+            done = engine.cancel(
+                run_id, actor=actor, reason=f"cancelled by {actor} (Recovery widget)"
+            )
+            if done.already_ended:  # it ended between the listing and the click: say so
+                raise UsageError(
+                    f"run {run_id} had already ended ({done.status.value}); nothing was cancelled"
+                )
+            stopping = (
+                f"; {done.attempts_stopping} attempt(s) in flight asked to stop"
+                if done.attempts_stopping
+                else ""
+            )
+            return f"cancelled run {run_id} as {actor}{stopping}"
         if action == "retry-run":
             engine.retry(run_id, actor=actor)
             return f"retried run {run_id} from where it failed as {actor}"

@@ -50,8 +50,12 @@ class Action(NodeHandler):
                 sagas.push(cp, token_id, node_id, result.output)
             self.succeeded(cp, token_id, node_id, node, result)
             return
+        # Fallback, or an output the node cannot use, leaves through a connected `fallback`
+        has_fallback = cp.flow.target(node_id, "fallback") is not None
+        fallback = has_fallback and (result.fallback or result.unusable)
         retry = (
             not result.fallback
+            and not fallback
             and not result.cancelled
             and result.attempt < node.policy.max_attempts
         )
@@ -59,6 +63,8 @@ class Action(NodeHandler):
         if retry:
             delay = node.policy.delay_before(result.attempt + 1)
             info["retry_in_s"] = round(delay.total_seconds(), 3)
+        elif fallback:
+            info["outlet"] = "fallback"
         cp.event(
             EventKind.STEP_CRASHED if result.crashed else EventKind.STEP_FAILED,
             node_id,
@@ -68,7 +74,7 @@ class Action(NodeHandler):
             error=result.error,
             detail=info or None,
         )
-        if result.fallback and cp.flow.target(node_id, "fallback") is not None:
+        if fallback:
             cp.leave(token_id, node_id, "fallback")
         elif retry:
             if delay.total_seconds() <= 0:

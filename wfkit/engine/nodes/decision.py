@@ -69,6 +69,11 @@ class Decision(Action):
                 f"decision {node_id!r}: {source} gave {value!r}, which names none of its "
                 f"outlets ({', '.join(node.outlets)}); return one of those names or a boolean"
             )
+            if cp.flow.target(node_id, "fallback") is not None:  # a declared, connected branch
+                detail = {"outlet": "fallback"}
+                cp.event("step.failed", node_id, token_id, error=error, detail=detail)
+                cp.leave(token_id, node_id, "fallback")
+                return
             cp.fail_step(token_id, error)
             return
         cp.event("decision.taken", node_id, token_id, detail={"outlet": outlet})

@@ -22,6 +22,13 @@ FROM wf_definitions ORDER BY workflow_id, version, registered_at;
 -- The runs' own graphs grown by engine.append (not registered versions).
 SELECT workflow_id, version, hash, grown_from FROM wf_definitions WHERE grown_from IS NOT NULL;
 
+-- name: inactive_definitions
+-- The (workflow id, version) pairs deactivated with engine.deactivate.
+SELECT DISTINCT workflow_id, version FROM wf_definitions WHERE active = FALSE;
+
+-- name: set_definition_active
+UPDATE wf_definitions SET active = ? WHERE workflow_id = ? AND version = ?;
+
 -- name: runs_in_flight
 -- A run on a graph grown from the registered one (engine.append) counts by the graph it grew
 -- from.
@@ -59,6 +66,19 @@ WHERE run_id = ?;
 INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error,
                        output, patch, delta, detail)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: insert_log
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: run_logs
+-- one run's log lines (of one node, one attempt), in the order their attempts were recorded
+SELECT run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at, level, message
+FROM wf_logs
+WHERE run_id = ? AND (CAST(? AS VARCHAR) IS NULL OR node_id = ?)
+  AND (CAST(? AS INTEGER) IS NULL OR attempt = ?)
+ORDER BY seq, token, attempt, line;
 
 -- name: insert_bookmark
 INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
@@ -185,6 +205,13 @@ FROM (SELECT unnest(?::VARCHAR[]) AS status, unnest(?::VARCHAR[]) AS data,
              unnest(?::TIMESTAMP[]) AS ended_at, unnest(?::VARCHAR[]) AS run_id) AS v
 WHERE wf_instances.run_id = v.run_id;
 
+-- name: insert_log_many
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+
 -- name: insert_job_many
 INSERT INTO wf_jobs (run_id, token, node_id, status, attempt, loop_index, updated_at, heartbeat_at)
 SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
@@ -248,18 +275,21 @@ SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id 
 
 -- name: claim_runs
 -- Also says whether the run had an owner (whose lease ran out: its process died, so the steps
--- it had started may have crashed with it); skips the runs this engine backs off from.
+-- it had started may have crashed with it) and the queue it was handed over for; skips the runs
+-- this engine backs off from, and runs handed over for a queue it does not serve (the second
+-- parameter is true for an engine that serves every queue, the third the queues it serves).
 WITH free AS (
-    SELECT run_id, owner FROM wf_instances
+    SELECT run_id, owner, wants_queue FROM wf_instances
     WHERE status IN ('pending', 'running', 'compensating')
       AND (owner IS NULL OR lease_until < ?)
+      AND (wants_queue IS NULL OR ? OR wants_queue = ANY(?))
       AND NOT (run_id = ANY(?))
     ORDER BY updated_at
     LIMIT ?
     FOR UPDATE SKIP LOCKED)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL
 FROM free WHERE i.run_id = free.run_id
-RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?;
+RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?, free.wants_queue;
 
 -- name: claim_run
 -- Also says whether the run was taken from another owner whose lease ran out (see claim_runs).
@@ -267,7 +297,7 @@ WITH one AS (
     SELECT run_id, owner FROM wf_instances
     WHERE run_id = ? AND (owner IS NULL OR owner = ? OR lease_until < ?)
     FOR UPDATE)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL
 FROM one WHERE i.run_id = one.run_id
 RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 
@@ -275,7 +305,16 @@ RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 UPDATE wf_instances SET lease_until = ? WHERE owner = ? AND run_id = ANY(?);
 
 -- name: release_runs
-UPDATE wf_instances SET owner = NULL, lease_until = NULL WHERE owner = ? AND run_id = ANY(?);
+UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = NULL
+WHERE owner = ? AND run_id = ANY(?);
+
+-- name: run_wants_queue
+SELECT wants_queue FROM wf_instances WHERE run_id = ?;
+
+-- name: hand_over_run
+-- Release a run for the engines that serve the queue its ready steps wait for (see claim_runs).
+UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = ?
+WHERE owner = ? AND run_id = ?;
 
 -- name: due_timers
 SELECT run_id, token, node_id, kind, due_at FROM wf_timers WHERE due_at <= ? ORDER BY due_at
@@ -296,15 +335,16 @@ SELECT run_id FROM wf_instances WHERE owner = ?;
 -- these blocks and checks them against both databases, so a migration that adds a column must
 -- add it here too (or name it in wfkit.store.copy.NOT_COPIED).
 INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
-                            grown_from)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            grown_from, active)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
 
 -- name: copy_wf_definitions_many
 INSERT INTO wf_definitions (workflow_id, version, hash, graph, data_model, registered_at, run_id,
-                            grown_from)
+                            grown_from, active)
 SELECT unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
-       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::BOOLEAN[]);
 
 -- name: copy_wf_instances
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
@@ -379,6 +419,18 @@ INSERT INTO wf_signals (signal_id, name, key, payload, posted_at, expires_at, ac
 SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]);
 
+-- name: copy_wf_logs
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_logs_many
+INSERT INTO wf_logs (run_id, seq, line, node_id, token, activity, attempt, loop_path, logged_at,
+                     level, message)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+
 -- name: fail_unwritable_run
 -- A run whose checkpoint the store refused (a value it cannot hold), isolated from its batch:
 -- it fails as it last stood, and gives up its waits and timers (the two blocks below).
@@ -394,3 +446,74 @@ DELETE FROM wf_timers WHERE run_id = ?;
 
 -- name: delete_run_bookmarks
 DELETE FROM wf_bookmarks WHERE run_id = ?;
+
+-- Retention (wfkit.engine.retention): ended runs older than a cutoff go with every row keyed
+-- by their run_id, in one transaction. The run rows are deleted first, so the runs deleted are
+-- exactly those whose rows follow (on a shared database a second purge at the same time waits
+-- for the first and then finds nothing left). Definitions stay, a run's grown graph included
+-- (wf_definitions.run_id names the run that grew it first; other runs may pin the same graph). The `take` forms return the rows they delete
+-- (archive: the rows written to Parquet are the rows deleted). A table keyed by run_id needs
+-- both blocks here and a place in wfkit.store.copy.TABLES (tests/engine/test_retention.py
+-- checks every such table of the schema).
+
+-- name: retention_delete_wf_instances
+-- parameters: the ended statuses wanted, the cutoff, the most runs to take. A child run whose
+-- caller (parent_run_id) is still in flight stays until the caller ends too.
+DELETE FROM wf_instances
+WHERE run_id IN (SELECT c.run_id FROM wf_instances c
+                 WHERE c.status IN ('completed', 'failed', 'cancelled')
+                   AND c.status IN (SELECT unnest(?::VARCHAR[])) AND c.ended_at <= ?
+                   AND NOT EXISTS (SELECT 1 FROM wf_instances p
+                                   WHERE p.run_id = c.parent_run_id
+                                     AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                 ORDER BY c.ended_at, c.run_id LIMIT ?)
+  AND status IN ('completed', 'failed', 'cancelled')
+RETURNING run_id;
+
+-- name: retention_take_wf_instances
+DELETE FROM wf_instances
+WHERE run_id IN (SELECT c.run_id FROM wf_instances c
+                 WHERE c.status IN ('completed', 'failed', 'cancelled')
+                   AND c.status IN (SELECT unnest(?::VARCHAR[])) AND c.ended_at <= ?
+                   AND NOT EXISTS (SELECT 1 FROM wf_instances p
+                                   WHERE p.run_id = c.parent_run_id
+                                     AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                 ORDER BY c.ended_at, c.run_id LIMIT ?)
+  AND status IN ('completed', 'failed', 'cancelled')
+RETURNING *;
+
+-- name: retention_delete_wf_events
+DELETE FROM wf_events WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_events
+DELETE FROM wf_events WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_jobs
+DELETE FROM wf_jobs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_jobs
+DELETE FROM wf_jobs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_bookmarks
+DELETE FROM wf_bookmarks WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_bookmarks
+DELETE FROM wf_bookmarks WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_timers
+DELETE FROM wf_timers WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_timers
+DELETE FROM wf_timers WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_saga_steps
+DELETE FROM wf_saga_steps WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_saga_steps
+DELETE FROM wf_saga_steps WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_logs
+DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_logs
+DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
