@@ -48,6 +48,7 @@ from wfkit.engine import (
     RunInfo,
     RunStatus,
     RunView,
+    Transaction,
     WaitInfo,
 )
 from wfkit.errors import (
@@ -61,6 +62,7 @@ from wfkit.errors import (
     WfkitError,
     WorkflowFailed,
 )
+from wfkit.store.sessions import StatementResult
 
 __version__ = "0.1.0"
 
@@ -107,8 +109,10 @@ __all__ = [
     "SagaPolicy",
     "Severity",
     "SignalError",
+    "StatementResult",
     "Steps",
     "StoreError",
+    "Transaction",
     "UsageError",
     "VisitLimitExceeded",
     "WaitInfo",

@@ -13,6 +13,7 @@ from wfkit.engine.handles import Run
 from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
 from wfkit.engine.retention import ArchiveReport, Retention
+from wfkit.engine.transactions import Transaction
 
 __all__ = [
     "ArchiveReport",
@@ -29,5 +30,6 @@ __all__ = [
     "RunStatus",
     "RunView",
     "SystemClock",
+    "Transaction",
     "WaitInfo",
 ]

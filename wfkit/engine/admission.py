@@ -28,6 +28,7 @@ from wfkit.store.base import Statement
 if TYPE_CHECKING:
     from wfkit.definition.workflow import Workflow
     from wfkit.engine.flows import CompiledFlow
+    from wfkit.engine.scheduler import Scheduler
     from wfkit.engine.writer import Writer
     from wfkit.store.base import Store
 
@@ -202,6 +203,7 @@ class Admission:
 
     _gate: Gate
     _writer: Writer
+    _scheduler: Scheduler
     _store: Store
     _latest: dict[str, dict[int, CompiledFlow]]
 
@@ -255,6 +257,7 @@ class Admission:
         UsageError
             For a workflow or version that is not registered.
         """
+        self._scheduler.refuse_in_block("engine.deactivate()")
         self._gate.set_active(self._writer, workflow_id, version, False)
 
     def activate(self, workflow_id: str, version: int) -> None:
@@ -265,6 +268,7 @@ class Admission:
         UsageError
             For a workflow or version that is not registered.
         """
+        self._scheduler.refuse_in_block("engine.activate()")
         self._gate.set_active(self._writer, workflow_id, version, True)
 
     def definitions(self) -> list[DefinitionInfo]:

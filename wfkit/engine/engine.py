@@ -35,6 +35,7 @@ from wfkit.engine.retention import Retaining, Retention, RetentionChore
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
+from wfkit.engine.transactions import Transaction, start_on_connection
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
 from wfkit.store import open_store
@@ -194,6 +195,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         """Stop workers, write summaries and release the database file."""
         if self._closed:
             return
+        self._scheduler.refuse_in_block("engine.close()")
         self._scheduler.stop()
         self._writer.flush_summaries()
         if not self._writer.owner.shared:  # the next engine on the file takes the runs up
@@ -243,6 +245,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         DefinitionError
             With every problem, when the workflow is invalid or its version is taken.
         """
+        self._scheduler.refuse_in_block("engine.register()")
         if self._store.shared and any(k == "call" for _, k in workflow.graph.nodes(data="kind")):
             self._load_definitions()  # a called workflow another engine registered counts
         registered = {
@@ -352,6 +355,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         *,
         version: int | None = None,
         actor: str | None = None,
+        connection: Any = None,
     ) -> Run:
         """Admit a run: validate its data, then write the run and its first steps atomically.
 
@@ -359,12 +363,32 @@ class Engine(Operations, Growth, Admission, Retaining):
         checked against the workflow's model, then every admission policy is asked
         (:meth:`add_admission_policy`).
 
+        Parameters
+        ----------
+        workflow_id : str
+            A registered workflow.
+        data : dict or pydantic model, optional
+            The run's data document (checked against the workflow's model).
+        version : int, optional
+            The version to run; the latest registered by default.
+        actor : str, optional
+            Who starts it, recorded on the run.
+        connection : psycopg.Connection, optional
+            PostgreSQL only: write the run inside the transaction open on this connection of
+            yours (to the engine's database); it commits with your commit and vanishes with
+            your rollback, and workers take it up only once it is committed. On DuckDB use
+            ``with engine.transaction() as tx: tx.start(...)``.
+
         Raises
         ------
         AdmissionError
             Listing every reason (the model's, then the policies'); nothing is written.
+        UsageError
+            For ``connection=`` on DuckDB, or a connection that is not usable.
         """
-        return self.start_many(workflow_id, [data], version=version, actor=actor)[0]
+        return self.start_many(
+            workflow_id, [data], version=version, actor=actor, connection=connection
+        )[0]
 
     def start_many(
         self,
@@ -373,8 +397,12 @@ class Engine(Operations, Growth, Admission, Retaining):
         *,
         version: int | None = None,
         actor: str | None = None,
+        connection: Any = None,
     ) -> list[Run]:
-        """Admit many runs of one workflow in one transaction (all or none)."""
+        """Admit many runs of one workflow in one transaction (all or none); ``connection``
+        as in :meth:`start`."""
+        if connection is not None:
+            return start_on_connection(self, connection, workflow_id, documents, version, actor)
         admit = self._admission(workflow_id, documents, version, actor)
         ids = self._scheduler.submit(admit)
         self._scheduler.wake()  # on a shared store the new runs wait to be claimed
@@ -394,6 +422,28 @@ class Engine(Operations, Growth, Admission, Retaining):
         ids = await self._scheduler.submit_async(admit)
         self._scheduler.wake()
         return Run(self, ids[0])
+
+    def transaction(self) -> Transaction:
+        """A transaction on the engine's database for your rows and new runs together.
+
+        ``with engine.transaction() as tx:`` — ``tx.execute(sql, params)`` runs your SQL
+        (``?`` placeholders, your tables in the engine's database), ``tx.start(...)`` and
+        ``tx.start_many(...)`` admit runs as :meth:`start` does. Leaving the block commits it
+        all at once; an exception rolls it all back (no run row, no handle that resolves, no
+        step run). The runs' first steps are dispatched only after the commit.
+
+        On DuckDB the block holds the engine's writer until it ends: steps, workers' results
+        and other threads' calls wait for it, so keep it short. On PostgreSQL it holds one
+        connection of the engine's pool. On the block's thread, engine writes other than
+        ``tx.start`` (``engine.start``, ``signal``, ``run_until_idle``, ``register``...) and a
+        nested ``engine.transaction()`` raise :class:`UsageError`.
+
+        Returns
+        -------
+        Transaction
+            Use it as a context manager, on the thread that opened it.
+        """
+        return Transaction(self)
 
     def _admission(
         self, workflow_id: str, documents: Iterable[Any], version: int | None, actor: str | None
@@ -459,6 +509,7 @@ class Engine(Operations, Growth, Admission, Retaining):
 
         With ``timeout`` (seconds) it also waits for timers due within that time (real clock).
         """
+        self._scheduler.refuse_in_block("engine.run_until_idle()")
         self._scheduler.run_until_idle(timeout)
 
     def start_workers(self, threads: int = 4, queues: Iterable[str] | None = None) -> None:
@@ -482,12 +533,14 @@ class Engine(Operations, Growth, Admission, Retaining):
             ``threads`` below 1, or for ``queues`` that is a bare string, empty, or holds a
             name that is not a non-empty string.
         """
+        self._scheduler.refuse_in_block("engine.start_workers()")
         served = served_queues(queues)
         self._scheduler.start(threads, served)
         _WORKING.add(self)
 
     def stop(self) -> None:
         """Stop background workers; attempts in flight finish first."""
+        self._scheduler.refuse_in_block("engine.stop()")
         self._scheduler.stop()
         _WORKING.discard(self)
 
@@ -568,6 +621,8 @@ class Engine(Operations, Growth, Admission, Retaining):
         return RunStatus((frozen if frozen is not None else self._state(run_id)).status)
 
     def _wait_terminal(self, run_id: str, timeout: float | None) -> RunStatus:
+        # the run cannot move before the block commits (on DuckDB its writer is held)
+        self._scheduler.refuse_in_block("waiting for a run (run.result())")
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._scheduler.running:
             self.run_until_idle(timeout)

@@ -48,6 +48,7 @@ T = TypeVar("T")
 SIGNALS_TOGETHER = 2
 SUMMARY_DELAY = 0.2  # seconds of quiet before the writer thread writes running runs' summaries
 COMMIT_DELAY = 0.001  # longest wait for more callers' commands before a round commits
+WRITES = "engine.start(), engine.signal() and the engine's other writes"
 
 
 class Chore(Protocol):
@@ -141,6 +142,8 @@ class Scheduler:
         self.claim_chunk = 128
         self._unlisten: Callable[[], None] | None = None
         self._waiting: deque[Command[Any]] = deque()  # callers' commands not yet run
+        # threads inside an `engine.transaction()` block: their own commands are refused
+        self.blocks: set[int] = set()
         self._last_callers = 0  # commands the writer thread's last round carried
         self.chore: Chore | None = None  # run after a round's commit when due
         writer.wake_hook = self.wake
@@ -293,6 +296,7 @@ class Scheduler:
         signal: tuple[str, str | None] | None = None,
     ) -> T:
         """Run ``fn`` in the next group commit and return its value once it is durable."""
+        self.refuse_in_block(WRITES)
         command: Command[T] = Command(fn, alone, signal)
         self._waiting.append(command)
         if self._threads and threading.current_thread() not in self._threads:
@@ -319,6 +323,7 @@ class Scheduler:
     ) -> T:
         """:meth:`submit` for an asyncio caller: awaits the writer thread's round without
         holding a thread (without workers, the blocking path runs on a thread)."""
+        self.refuse_in_block(WRITES)
         if not self._threads:
             return await asyncio.to_thread(self.submit, fn, alone=alone, signal=signal)
         loop = asyncio.get_running_loop()
@@ -339,6 +344,18 @@ class Scheduler:
             self._run_left()
         await ready
         return command.outcome()
+
+    def refuse_in_block(self, what: str) -> None:
+        """Raise UsageError on a thread inside an ``engine.transaction()`` block: the engine's
+        own writes would commit outside the block's transaction, or wait for the writer the
+        block holds."""
+        if threading.get_ident() in self.blocks:
+            raise UsageError(
+                f"{what} cannot run inside a `with engine.transaction() as tx:` block on the "
+                "same thread: it would commit outside the block's transaction (or wait for the "
+                "writer the block holds). Start runs with tx.start(...) / tx.start_many(...) "
+                "inside the block; make other engine calls after it"
+            )
 
     def _run_left(self) -> None:
         """Run the commands still queued (the writer thread has stopped)."""

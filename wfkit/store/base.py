@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from wfkit.errors import StoreError
+
+if TYPE_CHECKING:
+    from wfkit.store.sessions import Session
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -81,3 +84,10 @@ class Store(Protocol):
     def atomically(self, work: Callable[[InTransaction], T]) -> T:
         """Run ``work`` in one transaction: committed when it returns, rolled back (and its
         exception raised) when it raises."""
+
+    def session(self) -> Session:
+        """Open a caller's transaction on the store (see :mod:`wfkit.store.sessions`)."""
+
+    def adopt(self, connection: Any) -> Session:
+        """A session on the caller's own open connection (refused where the backend has none
+        to offer: DuckDB)."""

@@ -19,16 +19,17 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
-from wfkit.errors import StoreError
+from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import InTransaction, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
+from wfkit.store.sessions import StatementResult, check_params, scan
 
 # errors of the values written, not of the store: another write goes through as usual
 _VALUE_ERRORS = (
@@ -41,7 +42,7 @@ _VALUE_ERRORS = (
     OverflowError,
 )
 
-__all__ = ["DuckDBStore"]
+__all__ = ["DuckDBSession", "DuckDBStore"]
 
 _CONFLICT_RETRIES = 8
 
@@ -92,6 +93,7 @@ class DuckDBStore:
                 ) from exc
             raise StoreError(f"cannot open DuckDB file {self.url!r}: {exc}") from exc
         self._lock = threading.RLock()
+        self._session: DuckDBSession | None = None  # a caller's transaction, open on one thread
         self._migrate()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
@@ -180,6 +182,9 @@ class DuckDBStore:
         work = [s for s in statements if s.rows]
         if not work:
             return []
+        session = self._session
+        if session is not None and session.thread == threading.get_ident():
+            return session.write(work)  # inside the caller's transaction: no retries
         delay = 0.001
         for attempt in range(_CONFLICT_RETRIES):
             try:
@@ -252,6 +257,20 @@ class DuckDBStore:
                 raise
             return value
 
+    def session(self) -> DuckDBSession:
+        """Open a caller's transaction on the engine's connection: until it ends, this thread's
+        writes and queries run inside it and other threads' wait (see
+        :mod:`wfkit.store.sessions`)."""
+        return DuckDBSession(self)
+
+    def adopt(self, connection: Any) -> DuckDBSession:
+        """Refused: a DuckDB file has one connection, the engine's."""
+        raise UsageError(
+            "engine.start(..., connection=) needs PostgreSQL: a DuckDB file has one connection, "
+            "the engine's own. To commit a run together with your own rows, run both in "
+            "`with engine.transaction() as tx:` (tx.execute(sql, params), then tx.start(...))"
+        )
+
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""
         try:
@@ -287,6 +306,104 @@ class _DuckDBTransaction:
         cursor = self._conn.execute(query(name), list(params))
         columns = [d[0] for d in cursor.description or []]
         return columns, cursor.fetchall()
+
+
+# statements whose DuckDB result is a status, not rows (their "Count" column is empty)
+_NO_ROWS = frozenset(
+    {"CREATE", "DROP", "ALTER", "SET", "RESET", "ATTACH", "DETACH", "USE", "LOAD", "INSTALL"}
+)
+
+
+class DuckDBSession:
+    """A caller's transaction on the store's one connection (``BEGIN`` ... ``COMMIT``).
+
+    It holds the store's lock from start to end, so other threads' statements wait for it and
+    never see or join its uncommitted rows. Any failed statement leaves DuckDB's transaction
+    aborted: the session can then only roll back.
+    """
+
+    def __init__(self, store: DuckDBStore) -> None:
+        self.store = store
+        self.thread = threading.get_ident()
+        store._lock.acquire()
+        try:
+            if store._session is not None:
+                raise UsageError(
+                    "a transaction is already open on this DuckDB store (on this thread); "
+                    "nested transactions are not supported: do the work in the open one"
+                )
+            store._guard_wal()
+            store._conn.execute("BEGIN")
+        except duckdb.Error as exc:
+            store._lock.release()
+            raise StoreError(f"cannot begin a transaction on {store.url!r}: {exc}") from exc
+        except BaseException:
+            store._lock.release()
+            raise
+        store._session = self
+
+    @contextlib.contextmanager
+    def join(self) -> Iterator[None]:
+        """The session's thread always writes inside it (it holds the only connection)."""
+        yield
+
+    def write(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
+        """Run the engine's statements inside the transaction."""
+        try:
+            return [self.store._run(s) for s in work]
+        except _VALUE_ERRORS as exc:
+            raise ValueRefused(f"writing to {self.store.url!r} refused a value: {exc}") from exc
+        except duckdb.Error as exc:
+            raise StoreError(f"writing to {self.store.url!r} failed: {exc}") from exc
+
+    def execute(self, text: str, params: Sequence[Any] | None = None) -> StatementResult:
+        """Run the caller's statement inside the transaction; its rows are fetched at once."""
+        words, _ = scan(text)
+        values = check_params(params)
+        conn = self.store._conn
+        try:
+            result = conn.execute(text) if values is None else conn.execute(text, values)
+            changed = result.rowcount
+            if changed >= 0:  # INSERT, UPDATE, DELETE: DuckDB answers a count
+                return StatementResult([], [], changed)
+            if words and words[-1] in _NO_ROWS:
+                return StatementResult([], [], -1)
+            rows = result.fetchall()
+            columns = [d[0] for d in result.description or []]
+        except (duckdb.Error, ValueError, TypeError) as exc:
+            raise StoreError(
+                f"the statement failed on {self.store.url!r}: {exc}; the transaction cannot go "
+                "on and is rolled back when the block ends (nothing of it is written)"
+            ) from exc
+        return StatementResult(columns, rows, len(rows))
+
+    def commit(self) -> None:
+        """Commit, then let other threads at the connection again."""
+        try:
+            self.store._guard_wal()
+            self.store._conn.execute("COMMIT")
+        except duckdb.Error as exc:
+            with contextlib.suppress(duckdb.Error):
+                self.store._conn.execute("ROLLBACK")
+            raise StoreError(
+                f"committing the transaction on {self.store.url!r} failed ({exc}); it was rolled "
+                "back and nothing of it was written"
+            ) from exc
+        finally:
+            self._end()
+
+    def rollback(self) -> None:
+        """Roll back, then let other threads at the connection again."""
+        try:
+            with contextlib.suppress(duckdb.Error):  # an aborted transaction rolls back anyway
+                self.store._conn.execute("ROLLBACK")
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        if self.store._session is self:
+            self.store._session = None
+            self.store._lock.release()
 
 
 # up to this many rows, an INSERT is faster as one multi-row VALUES statement than column-wise

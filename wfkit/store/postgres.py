@@ -8,25 +8,31 @@ share the database: each owns the runs it advances through a lease on the run's 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql as pgsql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from wfkit.errors import StoreError
+from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import InTransaction, LeaseLost, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
+from wfkit.store.sessions import StatementResult, check_params, scan
 
-__all__ = ["PostgresStore", "QueryResult"]
+__all__ = ["PostgresSession", "PostgresStore", "QueryResult"]
 
 _MIGRATE_LOCK = 0x77666B6975
 _RETRIES = 8
+# connections for callers' transaction blocks, a pool apart from the engine's own: a block holds
+# its connection until it ends, and the engine's statements must never wait for one
+BLOCK_CONNECTIONS = 8
+BLOCK_WAIT = 30.0  # seconds a block waits for a connection when all of them are in blocks
 
 T = TypeVar("T")
 
@@ -77,8 +83,12 @@ class PostgresStore:
             ) from exc
         try:
             self._migrate()
+            self._where = (self._conn.info.dbname, self._conn.info.port)
         finally:
             self._conn.close()
+        # .session: the caller's transaction this thread writes and reads in; .reads: the
+        # block open on this thread, which its reads see (the engine's own writes go outside)
+        self._joined = threading.local()
         # engine, API and widget threads each borrow a connection; autocommit unless a write
         # opens its own transaction
         self._pool = ConnectionPool(
@@ -89,6 +99,8 @@ class PostgresStore:
             open=True,
             name="wfkit",
         )
+        self._blocks: ConnectionPool | None = None  # made at the first transaction block
+        self._blocks_lock = threading.Lock()
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -133,6 +145,8 @@ class PostgresStore:
         """Close the connection."""
         try:
             self._pool.close()
+            if self._blocks is not None:
+                self._blocks.close()
         except psycopg.Error:
             pass
 
@@ -141,6 +155,9 @@ class PostgresStore:
         work = [s for s in statements if s.rows]
         if not work:
             return []
+        session: PostgresSession | None = getattr(self._joined, "session", None)
+        if session is not None:
+            return session.write(work)  # inside the caller's transaction: no retries
         delay = 0.001
         for attempt in range(_RETRIES):
             try:
@@ -218,8 +235,71 @@ class PostgresStore:
 
         return close
 
+    def session(self) -> PostgresSession:
+        """Open a caller's transaction on a connection of the blocks' pool (see
+        :mod:`wfkit.store.sessions`); it goes back to the pool when the transaction ends."""
+        with self._blocks_lock:
+            if self._blocks is None:
+                self._blocks = ConnectionPool(
+                    self.url,
+                    min_size=0,
+                    max_size=BLOCK_CONNECTIONS,
+                    kwargs={"autocommit": True},
+                    open=True,
+                    name="wfkit-blocks",
+                )
+            pool = self._blocks
+        try:
+            conn = pool.getconn(timeout=BLOCK_WAIT)
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"no connection for a transaction block on {_safe(self.url)} within "
+                f"{BLOCK_WAIT:.0f} s: {BLOCK_CONNECTIONS} blocks are open; end blocks sooner "
+                "(or open fewer at once)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {_safe(self.url)}: {exc}") from exc
+        try:
+            conn.execute("BEGIN")
+        except psycopg.Error as exc:
+            pool.putconn(conn)
+            raise StoreError(f"cannot begin a transaction on {_safe(self.url)}: {exc}") from exc
+        return PostgresSession(self, conn, own=True, pool=pool)
+
+    def adopt(self, connection: Any) -> PostgresSession:
+        """A session on the caller's own psycopg connection: the engine's rows go into the
+        transaction it has open (or opens one, as psycopg does for any statement outside
+        autocommit); the caller commits or rolls back."""
+        if not isinstance(connection, psycopg.Connection):
+            raise UsageError(
+                f"connection= must be a psycopg (3) Connection on this engine's database, got "
+                f"{type(connection).__name__}; an async connection is not supported either"
+            )
+        if connection.closed:
+            raise UsageError("connection= is closed; pass an open psycopg connection")
+        status = connection.info.transaction_status
+        if status == psycopg.pq.TransactionStatus.INERROR:
+            raise UsageError(
+                "the transaction of connection= has failed (a statement in it raised); roll it "
+                "back (conn.rollback()) before starting a run in it"
+            )
+        where = (connection.info.dbname, connection.info.port)
+        if where != self._where:
+            raise UsageError(
+                f"connection= is on database {where[0]!r} (port {where[1]}), but this engine's "
+                f"runs live in {self._where[0]!r} (port {self._where[1]}); pass a connection "
+                "to the engine's database"
+            )
+        return PostgresSession(self, connection, own=False)
+
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""
+        joined = self._joined
+        session: PostgresSession | None = getattr(joined, "session", None) or getattr(
+            joined, "reads", None
+        )
+        if session is not None:
+            return session.query(name, params)
         try:
             with self._pool.connection() as conn:
                 return conn.execute(_pg(name), list(params)).fetchall()
@@ -254,6 +334,123 @@ class _PostgresTransaction:
         with self._conn.cursor() as cur:
             cur.execute(_pg(name), list(params))
             return [d.name for d in cur.description or []], cur.fetchall()
+
+
+class PostgresSession:
+    """A caller's transaction on one connection: the pool's (``own``: begun, committed and
+    rolled back here) or the caller's own (left for the caller to end).
+
+    Each write of the engine runs under a savepoint, so a refused write leaves the caller's
+    transaction usable; a connection in autocommit with no transaction open commits it at once.
+    """
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        conn: psycopg.Connection[Any],
+        own: bool,
+        pool: ConnectionPool | None = None,
+    ) -> None:
+        self.store = store
+        self.conn = conn
+        self.own = own
+        self.pool = pool  # where an own connection goes back
+        if own:  # the block's thread reads its own rows, as on DuckDB
+            store._joined.reads = self
+
+    @contextlib.contextmanager
+    def join(self) -> Iterator[None]:
+        """While open, this thread's store writes and queries run on this connection."""
+        local = self.store._joined
+        before = getattr(local, "session", None)
+        local.session = self
+        try:
+            yield
+        finally:
+            local.session = before
+
+    def write(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
+        """Run the engine's statements in the transaction, under a savepoint."""
+        conn = self.conn
+        url = _safe(self.store.url)
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        try:
+            if conn.autocommit and idle:  # no transaction open: this one commits at once
+                with conn.transaction():
+                    return [self.store._run(conn, s) for s in work]
+            conn.execute("SAVEPOINT wfkit_write")
+            try:
+                results = [self.store._run(conn, s) for s in work]
+            except BaseException:
+                conn.execute("ROLLBACK TO SAVEPOINT wfkit_write")
+                raise
+            conn.execute("RELEASE SAVEPOINT wfkit_write")
+            return results
+        except LeaseLost:
+            raise
+        except (psycopg.errors.DataError, UnicodeError, ValueError, TypeError) as exc:
+            raise ValueRefused(f"writing to {url} refused a value: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"writing to {url} failed: {exc}") from exc
+
+    def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of the named query, read inside the transaction."""
+        try:
+            return self.conn.execute(_pg(name), list(params)).fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"query {name!r} on {_safe(self.store.url)} failed: {exc}") from exc
+
+    def execute(self, text: str, params: Sequence[Any] | None = None) -> StatementResult:
+        """Run the caller's statement (``?`` placeholders); its rows are fetched at once."""
+        _, converted = scan(text)
+        values = check_params(params)
+        try:
+            with self.conn.cursor() as cur:
+                statement: Any = text if values is None else converted  # the caller's own SQL
+                cur.execute(statement, values)
+                if cur.description is None:
+                    return StatementResult([], [], cur.rowcount)
+                rows = cur.fetchall()
+                return StatementResult([d.name for d in cur.description], rows, len(rows))
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"the statement failed on {_safe(self.store.url)}: {exc}; the transaction cannot "
+                "go on and is rolled back when the block ends (nothing of it is written)"
+            ) from exc
+
+    def commit(self) -> None:
+        """Commit and give the connection back to the pool (own sessions only)."""
+        if not self.own:
+            return
+        try:
+            if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                raise psycopg.errors.InFailedSqlTransaction("a statement in it failed")
+            self.conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.execute("ROLLBACK")
+            raise StoreError(
+                f"committing the transaction on {_safe(self.store.url)} failed ({exc}); nothing "
+                "of it was written"
+            ) from exc
+        finally:
+            self._give_back()
+
+    def rollback(self) -> None:
+        """Roll back and give the connection back to the pool (own sessions only)."""
+        if not self.own:
+            return
+        try:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.execute("ROLLBACK")
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        if getattr(self.store._joined, "reads", None) is self:
+            self.store._joined.reads = None
+        if self.pool is not None:
+            self.pool.putconn(self.conn)
 
 
 def _safe(url: str) -> str:
