@@ -94,7 +94,7 @@ def merge(
         Statement("delete_jobs", [(p.run_id,) for p in parts if p.clear_jobs]),
         Statement("insert_saga_step", [row for p in parts for row in p.saga_add]),
         Statement("update_saga_step", [row for p in parts for row in p.saga_set]),
-        Statement("delete_posted_signal", [(s,) for p in parts for s in p.posted]),
+        Statement("delete_posted_signal", [(s,) for p in parts for s in p.posted], claim=True),
         Statement("insert_grown_definition", [p.graph for p in parts if p.graph is not None]),
         Statement("repin_instance", [(p.graph[2], p.run_id) for p in parts if p.graph is not None]),
         Statement("insert_log", [row for p in parts for row in p.logs]),

@@ -430,7 +430,7 @@ class Scheduler:
             for command in commands:
                 command.error = StoreError(
                     "the store refused the transaction holding this change, so it was not "
-                    "made; nothing changed: try again"
+                    f"made ({self.writer.last_failure}); nothing changed: try again"
                 )
                 command.finish()
         for command in commands:

@@ -34,7 +34,14 @@ from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import TERMINAL_STATUSES, LeaseLost, Statement, Store, ValueRefused
+from wfkit.store.base import (
+    TERMINAL_STATUSES,
+    AlreadyTaken,
+    LeaseLost,
+    Statement,
+    Store,
+    ValueRefused,
+)
 
 __all__ = ["Released", "Writer", "crash_error"]
 
@@ -97,6 +104,7 @@ class Writer:
         self._taken: list[str] = []
         self.reload_flows: Callable[[], None] | None = None
         self.failures = 0  # transactions that failed (their changes were dropped from memory)
+        self.last_failure = ""  # why the last of them failed
         # "step": every checkpoint is durable before the steps it makes ready start; "batched":
         # a running run's checkpoints are written every BATCH_WINDOW, its next steps start now
         self.durability = "step"
@@ -625,20 +633,26 @@ class Writer:
             batch = {**staged, **batch}
         stale, self._stale_timers = self._stale_timers, []
         try:
-            try:
-                self._pending_timers = self._write(batch, parts, new_runs, stale)
-            except LeaseLost:
-                lost = self.owner.lost([r for r in batch if r not in new_runs])
-                if not lost:
-                    raise
-                self._drop_lost(lost, batch, parts)
-                self._pending_timers = self._write(batch, parts, new_runs, stale)
+            for tries_left in range(3, -1, -1):
+                try:
+                    self._pending_timers = self._write(batch, parts, new_runs, stale)
+                    break
+                except LeaseLost:
+                    lost = self.owner.lost([r for r in batch if r not in new_runs])
+                    if not lost or not tries_left:
+                        raise
+                    self._drop_lost(lost, batch, parts)
+                except AlreadyTaken as exc:
+                    if not tries_left:
+                        raise
+                    self._drop_taken(set(exc.keys), batch, parts, new_runs)
         except StoreError as exc:
             one_refused = isinstance(exc, ValueRefused) and len(parts) == 1
             if not (len(parts) >= 2 or one_refused) or not self._isolate(
                 batch, parts, new_runs, stale, unwritable
             ):
                 self.failures += 1
+                self.last_failure = str(exc)
                 for run_id in batch:  # memory ran ahead of the store: reload from the store
                     self.runs.pop(run_id, None)
                 self._taken = []
@@ -752,6 +766,39 @@ class Writer:
             "in time; is it starved of CPU, or is the lease too short?): %s; their checkpoints "
             "here are dropped and the engine that holds them goes on",
             ", ".join(sorted(lost)),
+        )
+
+    def _drop_taken(
+        self,
+        signals: set[str],
+        batch: dict[str, Checkpoint],
+        parts: dict[str, RunRows],
+        new_runs: dict[str, Any],
+    ) -> None:
+        """Posted signals another engine process took first (at most once: the first taker
+        wins): the checkpoints that took them are not written, their runs leave memory and are
+        given back, so that they go on from their last stored checkpoint and find the signal
+        gone. A new run cannot go back to a stored checkpoint: the whole round fails then, and
+        its callers are told, with nothing written."""
+        takers = {run_id for run_id, rows in parts.items() if signals & set(rows.posted)}
+        if takers & set(new_runs):
+            raise StoreError(
+                "a signal posted for the wait of a run started in this round was taken by "
+                "another engine process at the same moment; nothing of the round was written: "
+                "start the run again"
+            )
+        for run_id in takers:
+            batch.pop(run_id, None)
+            taken = parts.pop(run_id).posted
+            self._taken = [s for s in self._taken if s not in taken]
+            self.runs.pop(run_id, None)
+            self.dirty.discard(run_id)
+        self.owner.release(sorted(takers))
+        log.info(
+            "posted signals %s were taken by another engine process first; runs %s go on from "
+            "their last stored checkpoint",
+            ", ".join(sorted(signals)),
+            ", ".join(sorted(takers)),
         )
 
     def _rows(

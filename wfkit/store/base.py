@@ -36,16 +36,31 @@ class Statement:
 
     ``expect`` is the number of rows a single-row statement must touch; when it touches fewer the
     whole transaction is rolled back with :class:`LeaseLost` (a run changed hands).
+
+    ``claim`` makes every row remove exactly one row (its first value names it): on a store that
+    engine processes share, a row another process removed first rolls the whole transaction
+    back with :class:`AlreadyTaken` naming the rows (one DuckDB file has one writer, so there
+    it cannot happen).
     """
 
     name: str
     rows: list[Any] = field(default_factory=list)
     returning: bool = False
     expect: int | None = None
+    claim: bool = False
 
 
 class LeaseLost(StoreError):
     """A run this engine meant to write is now held by another engine process."""
+
+
+class AlreadyTaken(StoreError):
+    """Rows a checkpoint meant to take (posted signals) were taken by another engine process
+    first; ``keys`` names them. Nothing of the transaction was written."""
+
+    def __init__(self, message: str, keys: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.keys = list(keys)
 
 
 class ValueRefused(StoreError):

@@ -21,7 +21,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import InTransaction, LeaseLost, Statement, ValueRefused
+from wfkit.store.base import AlreadyTaken, InTransaction, LeaseLost, Statement, ValueRefused
 from wfkit.store.queries import has_query, migrations, query
 from wfkit.store.sessions import StatementResult, check_params, scan
 
@@ -186,7 +186,19 @@ class PostgresStore:
                     cur.execute(_pg(statement.name), list(row))
                     found += cur.fetchall()
                 return found
-            if statement.expect is not None:
+            if statement.claim:
+                gone = []
+                for row in rows:
+                    cur.execute(_pg(statement.name), list(row))
+                    if cur.rowcount < 1:
+                        gone.append(row[0])
+                if gone:
+                    raise AlreadyTaken(
+                        f"{len(gone)} row(s) of {statement.name} were taken by another engine "
+                        "process first",
+                        gone,
+                    )
+            elif statement.expect is not None:
                 cur.execute(_pg(statement.name), list(rows[0]))
                 if cur.rowcount < statement.expect:
                     raise LeaseLost(
