@@ -143,10 +143,14 @@ def test_node_statuses_at_each_point(engine, acts) -> None:
     completed = next(e.seq for e in run.history() if e.kind == "step.completed")
     assert run.node_statuses_at(completed) == {"charge": "succeeded", "ship": "running"}
     last = run.checkpoints()[-1].seq
-    assert run.node_statuses_at(last) == run.node_statuses() == {
-        "charge": "succeeded",
-        "ship": "succeeded",
-    }
+    assert (
+        run.node_statuses_at(last)
+        == run.node_statuses()
+        == {
+            "charge": "succeeded",
+            "ship": "succeeded",
+        }
+    )
     assert run.node_statuses_at(failed) == {"charge": "retrying"}  # the past stays as it was
 
 
@@ -244,12 +248,16 @@ def test_a_run_reopened_after_an_engine_restart(open_engine, acts, seen) -> None
     received = next(e.seq for e in run.history() if e.kind == "signal.received")
     assert run.data_at(received)["approved"] == "yes"  # the signal's bind is a patch too
     last = run.checkpoints()[-1].seq
-    assert run.data_at(last) == run.view().data == {
-        "key": "k-1",
-        "prepared": True,
-        "approved": "yes",
-        "done": "yes",
-    }
+    assert (
+        run.data_at(last)
+        == run.view().data
+        == {
+            "key": "k-1",
+            "prepared": True,
+            "approved": "yes",
+            "done": "yes",
+        }
+    )
     assert_inputs_match(run, seen)
     assert run.node_statuses_at(before[-1])["go"] == "waiting"
 

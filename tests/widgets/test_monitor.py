@@ -38,7 +38,9 @@ def bars(svg: str, outcome: str | None = None) -> list[str]:
 
 def event_rows(monitor: RunMonitor) -> list[str]:
     """The ``data-kind`` of each row of the event log, top to bottom."""
-    return re.findall(r'<tr class="wfkit-event" data-kind="([^"]+)"', monitor.events_html.value)
+    return re.findall(
+        r'<tr class="wfkit-event[^"]*"[^>]* data-kind="([^"]+)"', monitor.events_html.value
+    )
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from wfkit.engine.vocabulary import EventKind
 
 __all__ = ["AttemptInfo", "attempts_of"]
 
-_OUTCOMES = {
+_OUTCOMES: dict[str, str] = {
     EventKind.STEP_COMPLETED: "succeeded",
     EventKind.STEP_FAILED: "failed",
     EventKind.STEP_CRASHED: "crashed",

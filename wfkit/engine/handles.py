@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
-from wfkit.engine.logs import LogLine
-from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine import replay
 from wfkit.engine.attempts import AttemptInfo, attempts_of
+from wfkit.engine.logs import LogLine
+from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine.records import Event, RunStatus, RunView
 from wfkit.engine.replay import StoredCheckpoint, event_statuses, statuses_at, token_status
 from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error

@@ -10,6 +10,7 @@ tokens, hence the status of every node at that point.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ __all__ = [
     "StoredCheckpoint",
     "checkpoints",
     "data_at",
+    "documents_at",
     "event_statuses",
     "statuses_at",
     "token_status",
@@ -139,18 +141,28 @@ def _check_seq(run_id: str, seq: object, last: int) -> int:
 def data_at(engine: Engine, run_id: str, seq: int) -> dict[str, Any]:
     """The data document after the checkpoint that recorded event ``seq`` (the engine side of
     ``run.data_at``): the run's input with every stored patch up to it applied in order."""
+    return documents_at(engine, run_id, [seq])[seq]
+
+
+def documents_at(engine: Engine, run_id: str, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """:func:`data_at` for several points in one pass over the stored patches."""
     rows = _rows(engine, run_id)
-    _check_seq(run_id, seq, int(rows[-1][0]))
+    last = int(rows[-1][0])
+    wanted = sorted({_check_seq(run_id, seq, last) for seq in seqs})
     state = engine._state(run_id)
     if state.input_json is None:  # not reachable for runs the engine admitted
         raise UsageError(f"run {run_id} has no recorded input to replay its patches onto")
     data: dict[str, Any] = json.loads(state.input_json)
-    for row_seq, _at, _kind, _node, patch, _delta in rows:
-        if row_seq > seq:
-            break
-        if patch:
-            data = jsonpatch.apply_patch(data, json.loads(patch), in_place=True)
-    return data
+    found: dict[int, dict[str, Any]] = {}
+    rows_left = iter(rows)
+    pending: tuple[Any, ...] | None = next(rows_left, None)
+    for seq in wanted:
+        while pending is not None and pending[0] <= seq:
+            if pending[4]:
+                data = jsonpatch.apply_patch(data, json.loads(pending[4]), in_place=True)
+            pending = next(rows_left, None)
+        found[seq] = copy.deepcopy(data)
+    return found
 
 
 def tokens_at(engine: Engine, run_id: str, seq: int) -> dict[str, dict[str, Any]]:
