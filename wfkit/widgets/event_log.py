@@ -54,12 +54,16 @@ def events_html(
         rows.append(
             f'<tr class="wfkit-event{mark}" data-kind="{html.escape(e.kind)}" data-seq="{e.seq}">'
             f"{tds}"
-            f'<td title="{html.escape(error)}">{html.escape(_clip(detail, 120))}</td></tr>'
+            f'<td class="wfkit-event-detail" title="{html.escape(error)}">'
+            f"{html.escape(_clip(detail, 120))}</td></tr>"
         )
     scope = f" of {html.escape(node)}" if node else ""
     caption = f"<caption style='text-align:left'>last {len(chosen)} events{scope}</caption>"
     return (
-        "<style>.wfkit-events td,.wfkit-events th{padding:1px 6px;text-align:left;line-height:1.35}"
+        "<style>.wfkit-events td,.wfkit-events th{padding:1px 6px;text-align:left;line-height:1.35;"
+        "white-space:nowrap;vertical-align:top}"
+        ".wfkit-events td.wfkit-event-detail{white-space:normal;min-width:16em;"
+        "overflow-wrap:anywhere}"
         ".wfkit-events tr.wfkit-event-current td{background:var(--jp-brand-color3,#bbdefb);"
         "color:var(--jp-ui-inverse-font-color0,#000)}"
         ".wfkit-events tr.wfkit-event-current td:first-child{box-shadow:inset 3px 0 0 "

@@ -58,6 +58,9 @@ _STATUS_COLOURS = {
     "compensating": "#8e24aa",
     "waiting": "var(--jp-warn-color1, #f9a825)",
 }
+_FIT = (  # an HTML widget's content shrinks to the widget, so wide content scrolls inside it
+    "<style>.wfkit-monitor .widget-html-content{min-width:0;max-width:100%}</style>"
+)
 _BOX = (
     "font-size:12px;margin:0;line-height:1.35;white-space:pre;overflow:auto;max-height:32em;"
     "max-width:100%;box-sizing:border-box;padding:4px 6px;"
@@ -71,7 +74,7 @@ def _column(title: str, body: widgets.Widget) -> widgets.VBox:
     """A column of the data/events row that shrinks with the page (its content scrolls)."""
     return widgets.VBox(
         [widgets.HTML(f"<b>{title}</b>"), body],
-        layout=widgets.Layout(flex="1 1 0", min_width="0", overflow="auto"),
+        layout=widgets.Layout(flex="1 1 480px", min_width="0", overflow="auto"),
     )
 
 
@@ -152,22 +155,22 @@ class RunMonitor(widgets.VBox):
         self.worker_slot.add_class("wfkit-monitor-workers")
         self.status_line = widgets.HBox(
             [self.header_html, self.explain_html, self.worker_slot],
-            layout=widgets.Layout(width="100%", align_items="center", flex_flow="row wrap"),
+            layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
         )
         self.status_line.add_class("wfkit-monitor-status")
         self.surface = GraphSurface()
         self.surface.add_class("wfkit-monitor-graph")
         self.node_html = self._html("wfkit-monitor-node")
-        self.node_html.layout = widgets.Layout(width="100%", display="none")
+        self.node_html.layout = widgets.Layout(display="none")
         self.stepper = HistoryStepper()
         self.progress_html = self._html("wfkit-monitor-progress")
         self.timeline_html = self._html("wfkit-monitor-timeline")
-        self.timeline_html.layout = widgets.Layout(width="100%", overflow="auto")
+        self.timeline_html.layout = widgets.Layout(overflow="auto")
         self.data_html = self._html("wfkit-monitor-data")
         self.events_html = self._html("wfkit-monitor-events")
         self.logs_html = self._html("wfkit-monitor-logs")
         for view in (self.data_html, self.events_html, self.logs_html):
-            view.layout = widgets.Layout(width="100%", overflow="auto")
+            view.layout = widgets.Layout(overflow="auto")
         self.error = Message("wfkit-monitor-error")
         self._draw()
         super().__init__(
@@ -183,7 +186,7 @@ class RunMonitor(widgets.VBox):
                 self.timeline_html,
                 widgets.HBox(
                     [_column("Data", self.data_html), _column("Events", self.events_html)],
-                    layout=widgets.Layout(width="100%"),
+                    layout=widgets.Layout(flex_flow="row wrap"),
                 ),
                 widgets.HTML("<b>Logs</b>"),
                 self.logs_html,
@@ -411,7 +414,7 @@ class RunMonitor(widgets.VBox):
     def _header(self, status: RunStatus) -> str:
         colour = _STATUS_COLOURS.get(status.value, "var(--jp-brand-color1, #1565c0)")
         return (
-            f"<b>run {html.escape(self.run.id)}</b> · {html.escape(self.workflow.id)} "
+            f"{_FIT}<b>run {html.escape(self.run.id)}</b> · {html.escape(self.workflow.id)} "
             f"v{self.workflow.version} · "
             f'<span class="wfkit-status wfkit-status-{status.value}" '
             f'style="color:{colour};font-weight:bold">{status.value}</span>'

@@ -4,7 +4,7 @@ the lines it logged — grouped per attempt, and per cell for the body of a for_
 
 HTML hooks: ``div.wfkit-node-details`` (``data-node``), one ``details.wfkit-attempt-details`` per
 attempt (``data-attempt``, ``data-status``, ``data-cell``), inside it ``pre.wfkit-node-input``,
-``pre.wfkit-node-output``, ``pre.wfkit-node-error`` and ``tr.wfkit-node-log`` rows; cells are
+``pre.wfkit-node-output``, ``pre.wfkit-node-error`` and ``div.wfkit-node-log`` lines; cells are
 ``div.wfkit-node-cell`` (``data-cell``); attempts under way are ``div.wfkit-attempt-running``.
 Colours come from JupyterLab's CSS variables with plain fallbacks.
 """
@@ -46,10 +46,11 @@ _STYLE = (
     ".wfkit-node-io{display:flex;flex-wrap:wrap;gap:8px}"
     ".wfkit-node-io>div{flex:1 1 240px;min-width:0}"
     ".wfkit-node-details .wfkit-node-label{color:var(--jp-ui-font-color2,#555);font-weight:600}"
-    ".wfkit-node-details table{border-collapse:collapse}"
-    ".wfkit-node-details td{padding:1px 6px;vertical-align:top;text-align:left}"
-    ".wfkit-node-details td.wfkit-node-message{white-space:pre-wrap;"
-    "font-family:var(--jp-code-font-family,monospace);overflow-wrap:anywhere}"
+    ".wfkit-node-logs{display:grid;grid-template-columns:auto auto minmax(0,1fr);"
+    "column-gap:10px;margin:2px 0 6px 0}"
+    ".wfkit-node-log{display:contents}"
+    ".wfkit-node-log .wfkit-node-message{white-space:pre-wrap;overflow-wrap:anywhere;"
+    "font-family:var(--jp-code-font-family,monospace)}"
     ".wfkit-node-cell{margin:4px 0 4px 0}"
     "</style>"
 )
@@ -83,12 +84,12 @@ def _logs(lines: Sequence[LogLine]) -> str:
     if not lines:
         return ""
     rows = "".join(
-        f'<tr class="wfkit-node-log" data-level="{html.escape(line.level)}">'
-        f"<td>{_time(line.at)}</td><td>{html.escape(line.level)}</td>"
-        f'<td class="wfkit-node-message">{html.escape(line.message)}</td></tr>'
+        f'<div class="wfkit-node-log" data-level="{html.escape(line.level)}">'
+        f"<span>{_time(line.at)}</span><span>{html.escape(line.level)}</span>"
+        f'<span class="wfkit-node-message">{html.escape(line.message)}</span></div>'
         for line in lines
     )
-    return f'<div class="wfkit-node-label">Logs</div><table><tbody>{rows}</tbody></table>'
+    return f'<div class="wfkit-node-label">Logs</div><div class="wfkit-node-logs">{rows}</div>'
 
 
 def _attempt(

@@ -73,7 +73,7 @@ class HistoryStepper(widgets.HBox):
             part.add_class(css)
         super().__init__(
             [self.prev_button, self.slider, self.next_button, self.live_button, self.label],
-            layout=widgets.Layout(width="100%", align_items="center", flex_flow="row wrap"),
+            layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
         )
         self.add_class("wfkit-stepper")
         self.prev_button.on_click(lambda _b: self.go(self.slider.value - 1))
