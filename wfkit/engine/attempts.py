@@ -33,7 +33,9 @@ class AttemptInfo:
     ``compensated`` or ``compensation-failed``; ``retried`` is True for a failure after which
     another attempt was scheduled. ``seq`` is the event that recorded its end; ``input_seq`` the
     checkpoint whose data document the attempt started from (pass it to ``run.data_at``): the
-    last one stored before the attempt's end that is not later than its start. ``loop_path`` is
+    last one stored before the attempt's end that is not later than its start (exact with
+    ``run_until_idle``; with worker threads a parallel branch's checkpoint committed while the
+    attempt waited for a free worker is counted in). ``loop_path`` is
     its for_each cell (outermost index first), ``()`` outside a for_each.
     """
 
