@@ -33,7 +33,7 @@ _STATUS_COLOURS = {
 }
 _STYLE = (
     "<style>"
-    ".wfkit-node-details{font-size:12px;color:var(--jp-ui-font-color1,#222);"
+    ".wfkit-node-details{font-size:12px;line-height:1.4;color:var(--jp-ui-font-color1,#222);"
     "border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;padding:4px 8px;"
     "background:var(--jp-layout-color1,#fff);max-width:100%;box-sizing:border-box}"
     ".wfkit-node-details summary{cursor:pointer;line-height:1.6}"
