@@ -42,6 +42,10 @@ RUN_TIMEOUT = 240.0
 """How long Run All of one notebook may take (notebook 02 kills a child process on purpose)."""
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 ANNOUNCEMENTS = "@jupyterlab/apputils-extension:announcements"
+MIN_CONTRAST = 3.0
+"""Least contrast ratio of a widget's text against what is behind it: WCAG 2's minimum for large
+text and for user-interface parts (4.5 is its minimum for body text); below it text is hard to
+read, and the dark theme's "nearly invisible" text is far below."""
 
 
 @dataclass
@@ -232,14 +236,15 @@ _WIDGETS = """() => {
 }"""
 
 _DESCRIBE = """
-function describe(el) {
+function describe(el, withText = true) {
   const cell = el.closest('.jp-Cell');
   const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
-  const text = (el.value || el.textContent || el.getAttribute('aria-label') || '').trim();
+  const text = (el.value || el.textContent || el.placeholder || el.getAttribute('aria-label') ||
+                '').trim();
   const classes = [...el.classList].filter(c => !c.startsWith('lm-') && !c.startsWith('p-'));
   return `cell ${cells.indexOf(cell)} <${el.tagName.toLowerCase()}` +
-         (classes.length ? ` class="${classes.slice(0, 3).join(' ')}"` : '') + `> ` +
-         JSON.stringify(text.slice(0, 60));
+         (classes.length ? ` class="${classes.slice(0, 3).join(' ')}"` : '') + `>` +
+         (withText ? ' ' + JSON.stringify(text.slice(0, 60)) : '');
 }
 function shown(el) {
   const r = el.getBoundingClientRect();
@@ -287,6 +292,22 @@ _CLIPPED = (
     if (el.scrollWidth > el.clientWidth + 1) {
       found.push(`${describe(el)}: content ${el.scrollWidth} px wide in ${el.clientWidth} px`);
     }
+    // cut off by a box around it that hides (or scrolls) what overflows, up to the output area
+    const r = el.getBoundingClientRect();
+    const area = el.closest('.jp-OutputArea-output');
+    for (let box = el.parentElement; box; box = box.parentElement) {
+      if (box === area || getComputedStyle(box).overflowX !== 'visible') {
+        const b = box.getBoundingClientRect();
+        const left = b.left + box.clientLeft, right = left + box.clientWidth;
+        if (r.right > right + 1 || r.left < left - 1) {
+          const hidden = Math.round(Math.max(r.right - right, left - r.left));
+          found.push(`${describe(el)}: ${hidden} px of its ${Math.round(r.width)} px cut off ` +
+                     `by ${box === area ? 'the output area' : describe(box, false)}`);
+          break;
+        }
+      }
+      if (box === area) break;
+    }
   }
   return [...new Set(found)];
 }"""
@@ -327,6 +348,69 @@ _BROKEN_WORDS = (
           }
         }
       }
+    }
+  }
+  return [...new Set(found)];
+}"""
+)
+
+_FAINT = (
+    "(least) => {"
+    + _DESCRIBE
+    + """
+  // text in widget outputs whose colour is too close to the background behind it (WCAG contrast
+  // ratio under `least`); Graphviz pictures carry their own background and are left out
+  const rgba = (text) => {
+    const m = text.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const [r, g, b, a] = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return [r, g, b, a === undefined || Number.isNaN(a) ? 1 : a];
+  };
+  const over = (top, under) => {
+    const a = top[3];
+    return [0, 1, 2].map(i => top[i] * a + under[i] * (1 - a)).concat([1]);
+  };
+  const background = (el) => {
+    const layers = [];
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      const c = rgba(getComputedStyle(node).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let colour = [255, 255, 255, 1];
+    for (const layer of layers.reverse()) colour = over(layer, colour);
+    return colour;
+  };
+  const opacity = (el) => {
+    let o = 1;
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      o *= Number(getComputedStyle(node).opacity || 1);
+    }
+    return o;
+  };
+  const luminance = (c) => {
+    const [r, g, b] = c.slice(0, 3).map(v => {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const found = [];
+  const candidates = document.querySelectorAll(
+    '.jp-Notebook .jp-OutputArea-output .jupyter-widgets *');
+  for (const el of candidates) {
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !shown(el)) continue;
+    const svg = el.closest('svg');
+    if (svg && (svg.closest('.wfkit-surface-stage') || svg.querySelector('g.graph'))) continue;
+    const style = getComputedStyle(el);
+    let fg = rgba(svg ? style.fill : style.color);
+    if (!fg) continue;
+    const bg = background(svg ? svg.parentElement : el);
+    fg = over([fg[0], fg[1], fg[2], fg[3] * opacity(el)], bg);
+    const [hi, lo] = [luminance(fg), luminance(bg)].sort((x, y) => y - x);
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    if (ratio < least) {
+      const hex = (c) => '#' + c.slice(0, 3)
+        .map(v => Math.round(v).toString(16).padStart(2, '0')).join('');
+      found.push(`${describe(el)}: ${hex(fg)} on ${hex(bg)}, contrast ${ratio.toFixed(2)}:1`);
     }
   }
   return [...new Set(found)];
@@ -415,6 +499,9 @@ class LabPage:
 
     def broken_words(self) -> list[str]:
         return list(self.page.evaluate(_BROKEN_WORDS))
+
+    def faint_text(self, least: float = MIN_CONTRAST) -> list[str]:
+        return list(self.page.evaluate(_FAINT, least))
 
     def tab_count(self) -> int:
         return int(self.page.evaluate(_TABS))

@@ -71,12 +71,28 @@ def widget_views(page: Page) -> Any:
     )
 
 
+def shoot(page: Page, target: Any, name: str, screenshot: Callable[[Any, str], Path]) -> None:
+    """An element screenshot of ``target``, with the page made tall enough to show it whole (the
+    width, so the layout, stays 1280 px); the viewport is 1280x800 again afterwards."""
+    height = int(target.evaluate("el => el.getBoundingClientRect().height"))
+    page.set_viewport_size(
+        {"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], height + 300)}
+    )
+    page.wait_for_timeout(400)
+    target.scroll_into_view_if_needed()
+    screenshot(target, name)
+    page.set_viewport_size(VIEWPORT)
+    page.wait_for_timeout(200)
+
+
 def layout(notebook: LabPage, where: str) -> list[str]:
-    """Every picture wider than its output area, clipped control and word broken mid-way."""
+    """Every picture wider than its output area, clipped control, word broken mid-way, and text
+    too faint to read against its background."""
     return (
         [f"{where}picture wider than its output area: {p}" for p in notebook.oversized_pictures()]
         + [f"{where}clipped: {c}" for c in notebook.clipped()]
         + [f"{where}word broken mid-way: {w}" for w in notebook.broken_words()]
+        + [f"{where}faint text: {t}" for t in notebook.faint_text()]
     )
 
 
@@ -113,9 +129,7 @@ def test_run_all_in_jupyterlab(
             if tab is not None:
                 lab_page.locator(".lm-TabBar-tab", has_text=tab).first.click()
                 lab_page.wait_for_timeout(600)
-            target = widget_views(lab_page).nth(view)
-            target.scroll_into_view_if_needed()
-            screenshot(target, file_name)
+            shoot(lab_page, widget_views(lab_page).nth(view), file_name, screenshot)
         assert not problems, (
             f"{name} in JupyterLab ({THEMES[theme]}, 1280x800) has {len(problems)} problems:\n"
             + "\n".join(f"  - {p}" for p in problems)
