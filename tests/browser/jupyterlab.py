@@ -239,8 +239,10 @@ _DESCRIBE = """
 function describe(el, withText = true) {
   const cell = el.closest('.jp-Cell');
   const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
-  const text = (el.value || el.textContent || el.placeholder || el.getAttribute('aria-label') ||
-                '').trim();
+  const picked = el.tagName === 'SELECT' ? [...el.selectedOptions].map(o => o.text).join(', ')
+                                         : el.value;
+  const text = (picked || (el.tagName === 'SELECT' ? '(nothing picked)' : el.textContent) ||
+                el.placeholder || el.getAttribute('aria-label') || '').trim();
   const classes = [...el.classList].filter(c => !c.startsWith('lm-') && !c.startsWith('p-'));
   return `cell ${cells.indexOf(cell)} <${el.tagName.toLowerCase()}` +
          (classes.length ? ` class="${classes.slice(0, 3).join(' ')}"` : '') + `>` +
