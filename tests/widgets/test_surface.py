@@ -115,15 +115,18 @@ def test_status_selection_and_tooltips_never_resend_the_picture() -> None:
 def test_the_front_end_ships_inside_the_package_and_holds_the_dom_contract() -> None:
     package = resources.files("wfkit.widgets")
     js = package.joinpath("surface.js").read_text(encoding="utf-8")
-    css = package.joinpath("surface.css").read_text(encoding="utf-8")
+    css = str(GraphSurface._css)  # surface.css after the status colours of picture.css
 
+    assert package.joinpath("surface.css").read_text(encoding="utf-8") in css
     assert "export default { render }" in js
     assert not re.search(r"^\s*import\b", js, re.MULTILINE)  # no build step, no network
     assert set(re.findall(r"https?://[^\s\"]+", js)) <= {
         "http://www.w3.org/2000/svg",
         "http://www.w3.org/1999/xlink",
     }
-    for hook in ("wfkit-surface", "dataset.nodeId", "wfkit-selected", "wfkit-hit", '"connect"'):
+    hooks = ("wfkit-surface", "dataset.nodeId", "wfkit-selected", "wfkit-hit", '"connect"')
+    hooks += ('"drop"', '"key"', "wfkit-outlet", "wfkit-palette-chip", "dataset.zoom")
+    for hook in hooks:
         assert hook in js
     for status in STATUS_CLASSES:
         assert f".{status}" in css
@@ -132,7 +135,9 @@ def test_the_front_end_ships_inside_the_package_and_holds_the_dom_contract() -> 
 
 def test_the_package_data_names_the_front_end_files() -> None:
     pyproject = Path(__file__).parents[2] / "pyproject.toml"
-    assert '"widgets/*.js", "widgets/*.css"' in pyproject.read_text(encoding="utf-8")
+    text = pyproject.read_text(encoding="utf-8")
+    assert '"widgets/*.js", "widgets/*.css"' in text
+    assert '"definition/*.css"' in text
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")

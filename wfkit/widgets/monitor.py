@@ -31,6 +31,7 @@ from wfkit.engine import Engine, Event, LogLine, Run, RunStatus
 from wfkit.engine.records import RunView
 from wfkit.engine.vocabulary import EventKind
 from wfkit.widgets.confirm import Message
+from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.surface import GraphSurface
 from wfkit.widgets.timeline import spans_of, timeline_svg
 
@@ -244,7 +245,7 @@ def _clip(text: str, limit: int) -> str:
 # --- the widget ---------------------------------------------------------------------------------
 
 
-class RunMonitor(widgets.VBox):
+class RunMonitor(StaticPicture, widgets.VBox):
     """Watch one run live: graph colours, item progress, explain line, timeline, data, events.
 
     Parameters
