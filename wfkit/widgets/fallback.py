@@ -64,9 +64,12 @@ class StaticPicture:
     def display_bundles(self) -> list[dict[str, Any]]:
         """What displaying the widget shows: the widget view's mimebundle, then the static
         picture (``text/html``) when it holds a drawn graph."""
-        view: dict[str, Any] = self._repr_mimebundle_()  # type: ignore[attr-defined]
+        view: Any = self._repr_mimebundle_()  # type: ignore[attr-defined]
+        if isinstance(view, tuple):  # anywidget answers (data, metadata)
+            view = view[0]
         surface = find_surface(self)
         picture = surface.static_html() if surface is not None else ""
+        view = dict(view)
         return [view, {"text/html": picture}] if picture else [view]
 
     def _ipython_display_(self) -> None:

@@ -187,6 +187,7 @@ function render({ model, el }) {
 
   function applyZoom(factor, anchor) {
     const svg = svgElement();
+    if (!Number.isFinite(factor)) return;
     const next = Math.min(ZOOM_MAX, Math.max(ZOOM_MIN, factor));
     if (svg && natural) {
       const rect = stage.getBoundingClientRect();
@@ -209,8 +210,11 @@ function render({ model, el }) {
 
   function fit() {
     fitting = true;
-    const available = stage.clientWidth;
-    if (!natural || available <= 0) {
+    const style = getComputedStyle(stage);
+    // (an element not in the document yet has no computed padding: "" parses as NaN)
+    const padding = (parseFloat(style.paddingLeft) || 0) + (parseFloat(style.paddingRight) || 0);
+    const available = stage.clientWidth - padding - 1;
+    if (!natural || !(available > 0)) {
       el.dataset.fit = "true";
       return; // not on screen yet: the resize observer fits once it is
     }
