@@ -25,6 +25,10 @@ __all__ = ["PICTURE_CSS", "inline_svg", "picture_html", "static_picture"]
 PICTURE_CSS = resources.files("wfkit.definition").joinpath("picture.css").read_text("utf-8")
 """Styles of a picture shown in HTML: fit and full size, and the status colours of its nodes."""
 
+_EMBEDDED_CSS = re.sub(
+    r"\s*\n\s*", " ", re.sub(r"/\*.*?\*/", "", PICTURE_CSS, flags=re.DOTALL)
+).strip()
+"""The style sheet as written into each output: comments and line breaks dropped."""
 _PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
 _SVG_TAG = re.compile(r"<svg\b[^>]*>")
 _HEIGHT = re.compile(r'\sheight="[^"]*"')
@@ -94,9 +98,15 @@ def picture_html(svg: str, *, fallback_for: str = "") -> str:
         An HTML fragment with its style sheet (``.wfkit-picture``).
     """
     marker = f' data-wfkit-fallback="{html.escape(fallback_for)}"' if fallback_for else ""
+    caption = (
+        '<div class="wfkit-picture-caption">Picture saved with the notebook: run the cell for '
+        "the live widget.</div>"
+        if fallback_for
+        else ""
+    )
     return (
-        f'<div class="wfkit-picture wfkit-graph"{marker}><style>{PICTURE_CSS}</style>'
+        f'<div class="wfkit-picture wfkit-graph"{marker}><style>{_EMBEDDED_CSS}</style>'
         '<label class="wfkit-picture-frame" title="click: fit to width / natural size">'
         '<input type="checkbox" class="wfkit-picture-toggle">'
-        f'<div class="wfkit-picture-view">{inline_svg(svg)}</div></label></div>'
+        f'<div class="wfkit-picture-view">{inline_svg(svg)}</div></label>{caption}</div>'
     )
