@@ -57,6 +57,7 @@ const PX_PER_PT = 96 / 72;
 const ZOOM_MIN = 0.1;
 const ZOOM_MAX = 4;
 const ZOOM_STEP = 1.25;
+const OUTLET_MARGIN = 24; // SVG units added under the picture: a bottom node's handles fit
 const FALLBACK_STYLE = "wfkitFallbackFor";
 
 function nodeIdOf(element) {
@@ -168,6 +169,30 @@ function render({ model, el }) {
   let fitting = true;
   let natural = null; // {width, height} in px at zoom 1
   let handlesKey = "";
+  let margined = false; // the picture has room for outlet handles under it
+
+  function hasOutlets() {
+    return Object.keys(model.get("outlets") || {}).length > 0;
+  }
+
+  // room for outlet handles under the picture, only while there are outlets to show
+  function setMargin(svg, wanted) {
+    const box = svg.viewBox && svg.viewBox.baseVal;
+    if (wanted === margined || !box || !(box.height > 0)) return;
+    box.height += wanted ? OUTLET_MARGIN : -OUTLET_MARGIN;
+    margined = wanted;
+    natural = measure(svg);
+  }
+
+  function outletsChanged() {
+    const svg = svgElement();
+    if (svg && hasOutlets() !== margined) {
+      setMargin(svg, hasOutlets());
+      if (fitting) fit();
+      else applyZoom(zoom);
+    }
+    decorate();
+  }
 
   // --- zoom -------------------------------------------------------------------------------
 
@@ -275,29 +300,34 @@ function render({ model, el }) {
     const box = node.getBBox();
     const group = document.createElementNS(SVG_NS, "g");
     group.setAttribute("class", "wfkit-outlets");
-    const step = 15;
-    let y = box.y + box.height / 2 - (outlets.length * step) / 2;
+    // a row under the node, drawn at a constant size on screen whatever the zoom
+    const unit = 1 / (zoom * PX_PER_PT); // SVG units per screen pixel
+    const font = 10 * unit;
+    const height = 15 * unit;
+    let x = box.x;
+    const y = box.y + box.height + 3 * unit;
     for (const name of outlets) {
       const handle = document.createElementNS(SVG_NS, "g");
       handle.setAttribute("class", "wfkit-outlet");
       handle.dataset.source = selected;
       handle.dataset.outlet = name;
-      const width = 10 + name.length * 5.6;
+      const width = (12 + name.length * 6.2) * unit;
       const rect = document.createElementNS(SVG_NS, "rect");
-      rect.setAttribute("x", String(box.x + box.width + 6));
+      rect.setAttribute("x", String(x));
       rect.setAttribute("y", String(y));
       rect.setAttribute("width", String(width));
-      rect.setAttribute("height", String(step - 3));
-      rect.setAttribute("rx", "6");
+      rect.setAttribute("height", String(height));
+      rect.setAttribute("rx", String(height / 2));
       const text = document.createElementNS(SVG_NS, "text");
-      text.setAttribute("x", String(box.x + box.width + 11));
-      text.setAttribute("y", String(y + step - 6));
+      text.setAttribute("x", String(x + 6 * unit));
+      text.setAttribute("y", String(y + height - 4 * unit));
+      text.setAttribute("font-size", String(font));
       text.textContent = name;
       const tip = document.createElementNS(SVG_NS, "title");
       tip.textContent = `drag '${name}' onto a node to connect it`;
       handle.append(tip, rect, text);
       group.appendChild(handle);
-      y += step;
+      x += width + 3 * unit;
     }
     graph.appendChild(group);
   }
@@ -339,8 +369,10 @@ function render({ model, el }) {
     stage.innerHTML = model.get("svg") || "";
     const svg = svgElement();
     natural = null;
+    margined = false;
     if (svg) {
       natural = measure(svg);
+      setMargin(svg, hasOutlets());
       svg.removeAttribute("style");
     }
     annotate(stage, model.get("edge_map") || {});
@@ -550,7 +582,7 @@ function render({ model, el }) {
     "change:tooltips": decorate,
     "change:selected": decorate,
     "change:selected_edge": decorate,
-    "change:outlets": decorate,
+    "change:outlets": outletsChanged,
     "change:palette": drawPalette,
   };
   for (const [event, handler] of Object.entries(handlers)) model.on(event, handler);
