@@ -265,10 +265,15 @@ function render({ model, el }) {
     zoomBy(Math.exp(-ev.deltaY * 0.002), { x: ev.clientX, y: ev.clientY });
   }
 
-  const resized = new ResizeObserver(() => {
+  // refit when the widget's width changes (never on its height: fitting changes that)
+  let observedWidth = -1;
+  const resized = new ResizeObserver((entries) => {
+    const width = Math.round(entries[entries.length - 1].contentRect.width);
+    if (width === observedWidth) return;
+    observedWidth = width;
     if (fitting) fit();
   });
-  resized.observe(stage);
+  resized.observe(el);
 
   // --- decoration -------------------------------------------------------------------------
 
