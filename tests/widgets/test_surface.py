@@ -115,15 +115,18 @@ def test_status_selection_and_tooltips_never_resend_the_picture() -> None:
 def test_the_front_end_ships_inside_the_package_and_holds_the_dom_contract() -> None:
     package = resources.files("wfkit.widgets")
     js = package.joinpath("surface.js").read_text(encoding="utf-8")
-    css = package.joinpath("surface.css").read_text(encoding="utf-8")
+    css = str(GraphSurface._css)  # surface.css after the status colours of picture.css
 
+    assert package.joinpath("surface.css").read_text(encoding="utf-8") in css
     assert "export default { render }" in js
     assert not re.search(r"^\s*import\b", js, re.MULTILINE)  # no build step, no network
     assert set(re.findall(r"https?://[^\s\"]+", js)) <= {
         "http://www.w3.org/2000/svg",
         "http://www.w3.org/1999/xlink",
     }
-    for hook in ("wfkit-surface", "dataset.nodeId", "wfkit-selected", "wfkit-hit", '"connect"'):
+    hooks = ("wfkit-surface", "dataset.nodeId", "wfkit-selected", "wfkit-hit", '"connect"')
+    hooks += ('"drop"', '"key"', "wfkit-outlet", "wfkit-palette-chip", "dataset.zoom")
+    for hook in hooks:
         assert hook in js
     for status in STATUS_CLASSES:
         assert f".{status}" in css
@@ -132,7 +135,9 @@ def test_the_front_end_ships_inside_the_package_and_holds_the_dom_contract() -> 
 
 def test_the_package_data_names_the_front_end_files() -> None:
     pyproject = Path(__file__).parents[2] / "pyproject.toml"
-    assert '"widgets/*.js", "widgets/*.css"' in pyproject.read_text(encoding="utf-8")
+    text = pyproject.read_text(encoding="utf-8")
+    assert '"widgets/*.js", "widgets/*.css"' in text
+    assert '"definition/*.css"' in text
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -147,3 +152,126 @@ def test_the_es_module_parses() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_drag_from_an_outlet_handle_names_the_outlet() -> None:
+    surface = GraphSurface()
+    seen: list[tuple[str, ...]] = []
+    surface.on_connect(lambda *ends: seen.append(ends))
+
+    surface._handle_custom_msg({"type": "connect", "source": "a", "target": "b"}, [])
+    surface._handle_custom_msg(
+        {"type": "connect", "source": "a", "target": "b", "outlet": "failed"}, []
+    )
+
+    assert seen == [("a", "b"), ("a", "b", "failed")]
+
+
+def test_a_palette_chip_dropped_reaches_every_drop_handler_with_the_node_it_landed_on() -> None:
+    surface = GraphSurface(palette=["action", "delay"])
+    seen: list[tuple[str, str | None]] = []
+    surface.on_drop(lambda kind, after: seen.append((kind, after)))
+
+    surface._handle_custom_msg({"type": "drop", "kind": "delay"}, [])
+    surface._handle_custom_msg({"type": "drop", "kind": "action", "after": "card.charge"}, [])
+
+    assert seen == [("delay", None), ("action", "card.charge")]
+    assert surface.palette == ["action", "delay"]
+
+
+def test_canvas_keys_reach_every_key_handler() -> None:
+    surface = GraphSurface()
+    seen: list[str] = []
+    surface.on_key(seen.append)
+
+    for action in ("delete", "undo", "redo"):
+        surface._handle_custom_msg({"type": "key", "action": action}, [])
+
+    assert seen == ["delete", "undo", "redo"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"type": "connect", "source": "a", "target": "b", "outlet": 3},
+        {"type": "connect", "source": "a", "target": "b", "outlet": ""},
+        {"type": "drop"},
+        {"type": "drop", "kind": ""},
+        {"type": "drop", "kind": "action", "after": 7},
+        {"type": "drop", "kind": ["action"]},
+        {"type": "key"},
+        {"type": "key", "action": "format-disk"},
+        {"type": "key", "action": None},
+        {"type": None},
+    ],
+)
+def test_malformed_canvas_messages_are_logged_and_ignored(
+    message: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    surface = GraphSurface()
+    seen: list[object] = []
+    surface.on_connect(lambda *ends: seen.append(ends))
+    surface.on_drop(lambda kind, after: seen.append((kind, after)))
+    surface.on_key(seen.append)
+
+    with caplog.at_level(logging.WARNING, logger="wfkit.widgets.surface"):
+        surface._handle_custom_msg(message, [])
+
+    assert seen == []
+    assert "GraphSurface ignored" in caplog.text
+
+
+def test_outlets_are_a_synced_map_of_node_to_outlet_names() -> None:
+    surface = GraphSurface(outlets={"check": ["next", "failed"]})
+    assert surface.outlets == {"check": ["next", "failed"]}
+    state = surface.get_state()
+    assert state["outlets"] == {"check": ["next", "failed"]}
+    assert state["palette"] == []  # no palette: the monitor's case
+    with pytest.raises(Exception, match="outlets"):
+        surface.outlets = {"check": "next"}
+
+
+def test_the_static_picture_carries_status_and_tooltips_but_no_element_ids() -> None:
+    flow = checkout()
+    surface = GraphSurface()
+    surface.draw(flow.graph, title="checkout v1")
+    surface.status = {"card.charge": "succeeded", "card.charge-2": "failed"}
+
+    html = surface.static_html()
+
+    assert f'data-wfkit-fallback="{surface.fallback_key}"' in html
+    assert 'class="node succeeded"' in html and 'class="node failed"' in html
+    assert ' id="' not in html  # the live view on the same page owns the ids
+    assert "<title>" in html and 'xlink:title="card.charge (action)"' in html
+    assert ".wfkit-graph g.node.succeeded" in html  # its colours travel with it
+    assert GraphSurface().static_html() == ""  # nothing drawn, nothing saved
+
+
+def test_displaying_a_surface_shows_the_view_then_its_static_picture() -> None:
+    surface = GraphSurface()
+    assert [sorted(b) for b in surface.display_bundles()] == [
+        ["application/vnd.jupyter.widget-view+json", "text/plain"]
+    ]
+    surface.draw(checkout().graph)
+
+    view, picture = surface.display_bundles()
+
+    assert view["application/vnd.jupyter.widget-view+json"]["model_id"] == surface.model_id
+    assert picture["text/html"] == surface.static_html()
+
+
+def test_a_shown_static_picture_follows_the_status() -> None:
+    surface = GraphSurface()
+    surface.draw(checkout().graph)
+    updates: list[str] = []
+
+    class Handle:
+        def update(self, bundle: dict[str, str], raw: bool) -> None:
+            assert raw
+            updates.append(bundle["text/html"])
+
+    surface._keep_displayed(Handle())
+    surface.status = {"card.charge": "running"}
+    surface.tooltips = {"card.charge": "attempt 1"}  # not drawn in the static picture
+
+    assert len(updates) == 1 and 'class="node running"' in updates[0]

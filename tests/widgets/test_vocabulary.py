@@ -1,18 +1,17 @@
 """One vocabulary for engine, API and widgets: every event kind the engine writes is an
 ``EventKind``, every status ``node_statuses()`` returns is a ``NodeStatus``, and ``surface.css``
-has a rule for each ``NodeStatus``."""
+(with the status colours it shares with static pictures) has a rule for each ``NodeStatus``."""
 
 from __future__ import annotations
 
 import re
-from importlib import resources
 from typing import Any
 
 import pytest
 
 import wfkit as wf
 from wfkit.engine.vocabulary import EventKind, NodeStatus
-from wfkit.widgets.surface import STATUS_CLASSES
+from wfkit.widgets.surface import STATUS_CLASSES, GraphSurface
 
 from .conftest import Acts
 
@@ -21,9 +20,9 @@ NO_WAIT = {"retry_delay": "0s", "jitter": 0}
 
 @pytest.mark.parametrize("status", list(NodeStatus))
 def test_every_node_status_has_a_rule_in_the_surface_css(status: NodeStatus) -> None:
-    css = resources.files("wfkit.widgets").joinpath("surface.css").read_text(encoding="utf-8")
+    css = str(GraphSurface._css)  # what the page gets: picture.css, then surface.css
 
-    assert re.search(rf"\.wfkit-surface g\.node\.{status.value}\b[^{{]*\{{", css), status
+    assert re.search(rf"\.wfkit-graph g\.node\.{status.value}\b[^{{]*\{{", css), status
     assert status.value in STATUS_CLASSES
 
 

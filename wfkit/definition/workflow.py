@@ -16,7 +16,7 @@ from typing import Any
 import networkx as nx
 from pydantic import BaseModel
 
-from wfkit.definition import keys, rendering
+from wfkit.definition import keys, pictures, rendering
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.builder import Steps
 from wfkit.definition.graph import (
@@ -374,9 +374,11 @@ class Workflow(Steps):
             return None
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        # text/html first: front ends show image/svg+xml as an <img> (no tooltips, no scaling)
         bundle = {"text/plain": repr(self)}
         svg = self._repr_svg_()
         if svg is not None:
+            bundle["text/html"] = pictures.picture_html(svg)
             bundle["image/svg+xml"] = svg
         return bundle
 

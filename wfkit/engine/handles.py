@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from wfkit.definition import pictures, rendering
 from wfkit.definition.kinds import Node
 from wfkit.engine import replay
 from wfkit.engine.attempts import AttemptInfo, attempts_of
@@ -37,6 +39,22 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({self.id!r}, status={self.status.value!r})"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        # in a notebook: the graph with each node reached coloured by its status, and where the
+        # run stands (the colours are the RunMonitor's; wfkit/definition/picture.css)
+        bundle = {"text/plain": repr(self)}
+        flow = self.workflow
+        title = f"{flow.id} v{flow.version} — run {self.id}"
+        try:
+            svg = rendering.to_svg(flow.graph, title=title)
+        except rendering.RenderingUnavailable:
+            return bundle
+        caption = html.escape(self.explain())
+        bundle["text/html"] = pictures.static_picture(svg, self.node_statuses()) + (
+            f'<div class="wfkit-picture-caption">{caption}</div>'
+        )
+        return bundle
 
     @property
     def status(self) -> RunStatus:

@@ -21,6 +21,7 @@ import ipywidgets as widgets
 from wfkit.definition.durations import parse_duration
 from wfkit.engine import Engine, RunInfo, RunStatus
 from wfkit.widgets.confirm import Message
+from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.inbox import Inbox
 from wfkit.widgets.monitor import RunMonitor
 from wfkit.widgets.recovery import Recovery
@@ -101,7 +102,7 @@ def runs_html(infos: Sequence[RunInfo]) -> str:
     )
 
 
-class Dashboard(widgets.Tab):
+class Dashboard(StaticPicture, widgets.Tab):
     """Runs (filter by status, workflow and since; pick one), its monitor, inbox, recovery.
 
     Parameters

@@ -49,6 +49,7 @@ from wfkit.widgets.edits import (
     restore_graph,
     used_outlets,
 )
+from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.forms import FormError, NodeForm, validate_node
 from wfkit.widgets.publish import PublishBar
 from wfkit.widgets.surface import GraphSurface
@@ -70,7 +71,7 @@ def _tagged(widget: Any, css: str) -> Any:
     return widget
 
 
-class Editor(w.VBox):
+class Editor(StaticPicture, w.VBox):
     """Visual editor of a workflow graph (an ipywidgets ``VBox``).
 
     Parameters

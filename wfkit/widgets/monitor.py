@@ -42,6 +42,7 @@ from wfkit.engine.records import RunView
 from wfkit.engine.replay import documents_at, statuses_at
 from wfkit.widgets.confirm import Message
 from wfkit.widgets.event_log import events_html, logs_html
+from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.node_details import node_details_html
 from wfkit.widgets.progress import LoopProgress, loop_progress, progress_html
 from wfkit.widgets.stepper import HistoryStepper
@@ -78,7 +79,7 @@ def _column(title: str, body: widgets.Widget) -> widgets.VBox:
     )
 
 
-class RunMonitor(widgets.VBox):
+class RunMonitor(StaticPicture, widgets.VBox):
     """Watch one run live: graph colours, item progress, explain line, timeline, data, events;
     click a node for its attempts; step back through the run's checkpoints.
 
