@@ -64,8 +64,9 @@ def events_html(
         "white-space:nowrap;vertical-align:top}"
         ".wfkit-events td.wfkit-event-detail{white-space:normal;min-width:16em;"
         "overflow-wrap:anywhere}"
-        ".wfkit-events tr.wfkit-event-current td{background:var(--jp-brand-color3,#bbdefb);"
-        "color:var(--jp-ui-inverse-font-color0,#000)}"
+        # a translucent tint keeps the theme's own text colour readable in light and dark
+        ".wfkit-events tr.wfkit-event-current td{background:rgba(33,150,243,0.22);"
+        "color:inherit}"
         ".wfkit-events tr.wfkit-event-current td:first-child{box-shadow:inset 3px 0 0 "
         "var(--jp-brand-color1,#1565c0)}</style>"
         '<table class="wfkit-events" style="font-size:12px;border-collapse:collapse">'
