@@ -34,7 +34,7 @@ import networkx as nx
 from wfkit.definition import keys, rendering
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.graph import graph_to_data
-from wfkit.definition.kinds import NodeKind
+from wfkit.definition.kinds import NodeKind, outlets_of
 from wfkit.definition.problems import Problem
 from wfkit.definition.workflow import Workflow
 from wfkit.errors import UsageError
@@ -128,7 +128,9 @@ class Editor(w.VBox):
     # --- building -----------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.surface = _tagged(GraphSurface(), "wfkit-editor-surface")
+        self.surface = _tagged(
+            GraphSurface(palette=[k.value for k in NodeKind]), "wfkit-editor-surface"
+        )
         self.form = _tagged(NodeForm(self.registry.names()), "wfkit-editor-form")
         self.form.apply_button.add_class("wfkit-editor-apply")
         kinds = [k.value for k in NodeKind]
@@ -197,6 +199,8 @@ class Editor(w.VBox):
         self.surface.observe(self._on_selected, names="selected")
         self.surface.observe(self._on_selected_edge, names="selected_edge")
         self.surface.on_connect(self._on_drag)
+        self.surface.on_drop(self._on_drop)
+        self.surface.on_key(self._on_key)
         self.connect_source.observe(lambda _c: self._offer_outlets(), names="value")
         actions: list[tuple[w.Button, Callable[[], object]]] = [
             (self.form.apply_button, self.apply),
@@ -235,6 +239,9 @@ class Editor(w.VBox):
         """
         self.problems = self.flow.validate(registry=self.registry, workflows=self._workflows())
         self._redraw()
+        outlets = {str(n): list(declared_outlets(self.graph, n)) for n in self.graph}
+        if outlets != self.surface.outlets:
+            self.surface.outlets = outlets
         self.problems_view.value = problems_html(self.problems)
         self.form.set_activities(self.registry.names())
         self._offer_nodes()
@@ -365,31 +372,90 @@ class Editor(w.VBox):
 
     def add_node(self) -> None:
         """Add a node of the kind in the "add" box, under the typed id or a generated one."""
-        kind = NodeKind(self.add_kind.value)
-        node_id = self.add_id.value.strip() or default_node_id(self.graph, kind)
+        if self.add(self.add_kind.value, self.add_id.value.strip() or None) is not None:
+            self.add_id.value = ""
+
+    def add(self, kind: str, node_id: str | None = None, after: str | None = None) -> str | None:
+        """Add a node of ``kind`` (under ``node_id``, else a generated id) and select it.
+
+        With ``after``, the new node follows that node: through its first free outlet, or, when
+        every outlet is taken, inserted on its first outlet's edge (``after -> new -> old
+        target``). One undoable step; returns the new id, or None (and says why) when refused.
+        """
+        try:
+            node_kind = NodeKind(kind)
+        except ValueError:
+            kinds = ", ".join(k.value for k in NodeKind)
+            self.status_line.error(f"{kind!r} is not a node kind; add one of {kinds}.")
+            return None
+        new = node_id or default_node_id(self.graph, node_kind)
 
         def change() -> str:
-            if find_node(self.graph, node_id) is not None:
+            if find_node(self.graph, new) is not None:
                 raise UsageError(
-                    f"a node called {node_id!r} already exists; type another id, or leave the "
-                    f"id box blank for {default_node_id(self.graph, kind)!r}"
+                    f"a node called {new!r} already exists; type another id, or leave the "
+                    f"id box blank for {default_node_id(self.graph, node_kind)!r}"
                 )
-            self.graph.add_node(node_id, **{keys.KIND: kind.value})
+            link = self._link_after(after, new, node_kind) if after is not None else ""
+            self.graph.add_node(new, **{keys.KIND: node_kind.value})
+            if link:
+                self._apply_link(after, new, node_kind)
             try:
-                validate_node({keys.KIND: kind.value})
+                validate_node({keys.KIND: node_kind.value})
                 todo = ""
             except FormError as exc:
                 todo = f" It still needs settings ({exc}): fill them in and press Apply."
-            return (
-                f"Added {kind.value} node {node_id!r}.{todo} Connect it by dragging from one "
-                "node onto another, or with the connect row."
+            how = link or (
+                " Connect it by dragging from one node onto another, or with the connect row."
             )
+            return f"Added {node_kind.value} node {new!r}.{todo}{how}"
 
-        if self._edit(change):
-            self.add_id.value = ""
-            message = self.status_line.text
-            self.surface.selected = node_id
-            self.status_line.ok(message)
+        if not self._edit(change):
+            return None
+        message = self.status_line.text
+        self.surface.selected = new
+        self.status_line.ok(message)
+        return new
+
+    def _link_after(self, after: str, new: str, kind: NodeKind) -> str:
+        """How the new node will follow ``after`` (refused with a UsageError when it cannot)."""
+        u = find_node(self.graph, after)
+        if u is None:
+            raise UsageError(f"there is no node {after!r} to add after; drop it on another node")
+        declared = declared_outlets(self.graph, u)
+        if not declared:
+            raise UsageError(
+                f"node {after!r} has no outlets (a {self.graph.nodes[u].get(keys.KIND)} node "
+                "ends its path): drop the new node on the background or on another node"
+            )
+        used = used_outlets(self.graph, u)
+        free = [o for o in declared if o not in used]
+        if free:
+            return f" Connected {after!r} -[{free[0]}]-> {new!r}."
+        mine = outlets_of(kind)
+        if not mine:
+            raise UsageError(
+                f"every outlet of {after!r} ({', '.join(declared)}) is connected and a "
+                f"{kind.value} node has no outlet to pass {used[declared[0]]!r} on; delete one "
+                f"of {after!r}'s edges first"
+            )
+        return (
+            f" Inserted it on {after!r} -[{declared[0]}]-> {used[declared[0]]!r} (now "
+            f"{after!r} -[{declared[0]}]-> {new!r} -[{mine[0]}]-> {used[declared[0]]!r})."
+        )
+
+    def _apply_link(self, after: Any, new: str, kind: NodeKind) -> None:
+        u = find_node(self.graph, after)
+        declared = declared_outlets(self.graph, u)
+        used = used_outlets(self.graph, u)
+        free = [o for o in declared if o not in used]
+        if free:
+            self.graph.add_edge(u, new, key=free[0])
+            return
+        outlet, target = declared[0], used[declared[0]]
+        self.graph.remove_edge(u, target, key=outlet)
+        self.graph.add_edge(u, new, key=outlet)
+        self.graph.add_edge(new, target, key=outlets_of(kind)[0])
 
     def apply(self) -> None:
         """Validate the form and write it into the selected node; an invalid one changes nothing."""
@@ -400,7 +466,7 @@ class Editor(w.VBox):
         try:
             attrs = validate_node(self.form.read()).to_attrs()
         except FormError as exc:
-            self.form.show_error(str(exc))
+            self.form.show_error(exc.lines)
             self.status_line.error(
                 f"Node {node!r} not changed: {exc}. Correct the field and press Apply again."
             )
@@ -452,8 +518,20 @@ class Editor(w.VBox):
             return
         self.connect(source, outlet, target)
 
-    def _on_drag(self, source: str, target: str) -> None:
-        """A drag in the page from ``source`` onto ``target``: connect a free outlet."""
+    def _on_drop(self, kind: str, after: str | None) -> None:
+        """A palette chip dropped in the page: on the background, or onto node ``after``."""
+        self.add(kind, after=after)
+
+    def _on_key(self, action: str) -> None:
+        """Delete, Ctrl/Cmd+Z or Ctrl/Cmd+Shift+Z pressed while the canvas has focus."""
+        {"delete": self.delete, "undo": self.undo, "redo": self.redo}[action]()
+
+    def _on_drag(self, source: str, target: str, outlet: str | None = None) -> None:
+        """A drag in the page from ``source`` (or from its ``outlet`` handle) onto ``target``:
+        connect that outlet, else the only free one (several free: the connect row asks)."""
+        if outlet is not None:
+            self.connect(source, outlet, target)
+            return
         u = find_node(self.graph, source)
         if u is None or find_node(self.graph, target) is None:
             self.status_line.error(f"{source!r} or {target!r} is not in the graph; try again.")

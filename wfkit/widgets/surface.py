@@ -32,7 +32,11 @@ log = logging.getLogger(__name__)
 STATUS_CLASSES = (*(status.value for status in NodeStatus), "problem")
 """Status values ``surface.css`` colours; any other class name is applied but left unstyled."""
 
-ConnectHandler = Callable[[str, str], None]
+ConnectHandler = Callable[..., None]
+"""``handler(source, target)``, or ``handler(source, target, outlet)`` when the page names one."""
+DropHandler = Callable[[str, str | None], None]
+KeyHandler = Callable[[str], None]
+KEY_ACTIONS = ("delete", "undo", "redo")
 
 _HERE = Path(__file__).parent
 
@@ -85,10 +89,14 @@ class GraphSurface(anywidget.AnyWidget):
     tooltips = traitlets.Dict().tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     selected_edge = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    palette = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    outlets = traitlets.Dict().tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._connect_handlers: list[ConnectHandler] = []
+        self._drop_handlers: list[DropHandler] = []
+        self._key_handlers: list[KeyHandler] = []
         self.on_msg(self._on_front_end_message)
 
     def draw(
@@ -108,16 +116,54 @@ class GraphSurface(anywidget.AnyWidget):
             self.svg = svg
 
     def on_connect(self, handler: ConnectHandler) -> None:
-        """Call ``handler(source, target)`` when a node is dragged onto another in the page."""
+        """Call ``handler(source, target)`` when a node is dragged onto another in the page, and
+        ``handler(source, target, outlet)`` when the drag started on one of its outlets."""
         self._connect_handlers.append(handler)
 
+    def on_drop(self, handler: DropHandler) -> None:
+        """Call ``handler(kind, after)`` when a palette chip is dropped (``after``: the node it
+        was dropped onto, or None for the background)."""
+        self._drop_handlers.append(handler)
+
+    def on_key(self, handler: KeyHandler) -> None:
+        """Call ``handler(action)`` (one of :data:`KEY_ACTIONS`) for a key pressed on the canvas."""
+        self._key_handlers.append(handler)
+
     def _on_front_end_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, Mapping) or content.get("type") != "connect":
+        kind = content.get("type") if isinstance(content, Mapping) else None
+        handle = {"connect": self._connect, "drop": self._drop, "key": self._key}.get(str(kind))
+        if handle is None:
             log.warning("GraphSurface ignored a message it does not know: %r", content)
             return
+        handle(content)
+
+    def _connect(self, content: Mapping[str, Any]) -> None:
         source, target = content.get("source"), content.get("target")
+        outlet = content.get("outlet")
         if not isinstance(source, str) or not isinstance(target, str):
             log.warning("GraphSurface ignored a connect message without ids: %r", content)
             return
+        if outlet is not None and not isinstance(outlet, str):
+            log.warning("GraphSurface ignored a connect message with a bad outlet: %r", content)
+            return
         for handler in list(self._connect_handlers):
-            handler(source, target)
+            if outlet is None:
+                handler(source, target)
+            else:
+                handler(source, target, outlet)
+
+    def _drop(self, content: Mapping[str, Any]) -> None:
+        kind, after = content.get("kind"), content.get("after")
+        if not isinstance(kind, str) or not (after is None or isinstance(after, str)):
+            log.warning("GraphSurface ignored a drop message without a kind: %r", content)
+            return
+        for handler in list(self._drop_handlers):
+            handler(kind, after)
+
+    def _key(self, content: Mapping[str, Any]) -> None:
+        action = content.get("action")
+        if action not in KEY_ACTIONS:
+            log.warning("GraphSurface ignored a key message it does not know: %r", content)
+            return
+        for handler in list(self._key_handlers):
+            handler(str(action))
