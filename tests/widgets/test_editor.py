@@ -166,19 +166,19 @@ def test_an_invalid_config_is_refused_inline_and_the_graph_is_left_as_it_was(
     assert graph_to_data(flow.graph) == before
     assert pictures == [] and editor.undo_button.disabled
 
-    editor.form.policy.inputs["max_attempts"].value = 0
+    editor.form.policy.inputs["max_visits"].value = 0
     duration.value = "1h30m"
     editor.form.apply_button.click()
-    assert editor.form.error_lines == ["policy.max_attempts: must be at least 1 (got 0)"]
+    assert editor.form.error_lines == ["policy.max_visits: must be at least 1 (got 0)"]
     assert graph_to_data(flow.graph) == before
 
-    editor.form.policy.inputs["max_attempts"].value = 5
+    editor.form.policy.inputs["max_visits"].value = 5
     editor.form.apply_button.click()
     assert editor.form.error.value == ""
     assert flow.graph.nodes["delay-1"] == {
         "kind": "delay",
         "config": {"duration": "1h30m"},
-        "policy": {"max_attempts": 5},
+        "policy": {"max_visits": 5},
     }
 
 
