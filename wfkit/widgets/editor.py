@@ -50,16 +50,18 @@ from wfkit.widgets.edits import (
     used_outlets,
 )
 from wfkit.widgets.forms import FormError, NodeForm, validate_node
+from wfkit.widgets.launcher import NO_ENGINE, RunPanel
 from wfkit.widgets.publish import PublishBar
 from wfkit.widgets.surface import GraphSurface
 
 if TYPE_CHECKING:
-    from wfkit.engine import Engine
+    from wfkit.engine import Engine, Run
 
 __all__ = ["Editor"]
 
 
 def _button(description: str, css: str, icon: str = "", **kwargs: Any) -> w.Button:
+    kwargs.setdefault("layout", {"width": "auto"})  # a fixed width cuts labels ("Add n...")
     button = w.Button(description=description, icon=icon, **kwargs)
     button.add_class(css)
     return button
@@ -135,10 +137,17 @@ class Editor(w.VBox):
         self.form.apply_button.add_class("wfkit-editor-apply")
         kinds = [k.value for k in NodeKind]
         self.add_kind = _tagged(
-            w.Dropdown(options=kinds, value="action", description="add"), "wfkit-editor-add-kind"
+            w.Dropdown(
+                options=kinds,
+                value="action",
+                description="add",
+                style={"description_width": "auto"},
+                layout={"width": "11em"},
+            ),
+            "wfkit-editor-add-kind",
         )
         self.add_id = _tagged(
-            w.Text(placeholder="id (blank: generated)", layout={"width": "14em"}),
+            w.Text(placeholder="id (blank: generated)", layout={"width": "12em"}),
             "wfkit-editor-add-id",
         )
         self.add_button = _button("Add node", "wfkit-editor-add", "plus")
@@ -152,14 +161,19 @@ class Editor(w.VBox):
         self.open_child_button.layout.display = "none"
         self.child_box = _tagged(w.VBox(), "wfkit-editor-child")
         self.child: Editor | None = None
+        auto = {"description_width": "auto"}
         self.connect_source = _tagged(
-            w.Dropdown(description="connect"), "wfkit-editor-connect-source"
+            w.Dropdown(description="connect", style=auto, layout={"width": "16em"}),
+            "wfkit-editor-connect-source",
         )
         self.connect_outlet = _tagged(
-            w.Dropdown(description="outlet", layout={"width": "14em"}),
+            w.Dropdown(description="outlet", style=auto, layout={"width": "11em"}),
             "wfkit-editor-connect-outlet",
         )
-        self.connect_target = _tagged(w.Dropdown(description="to"), "wfkit-editor-connect-target")
+        self.connect_target = _tagged(
+            w.Dropdown(description="to", style=auto, layout={"width": "14em"}),
+            "wfkit-editor-connect-target",
+        )
         self.connect_button = _button("Connect", "wfkit-editor-connect", "link")
         self.problems_view = _tagged(w.HTML(), "wfkit-editor-problems")
         self.status_line = Message("wfkit-editor-status")
@@ -174,8 +188,19 @@ class Editor(w.VBox):
         self.export_svg_button = self.publish.svg_button
         self.export_png_button = self.publish.png_button
         self.register_button = self.publish.register_button
+        self.run_panel = RunPanel(self.flow, self.publish, self.engine)
+        self.run_button = _button(
+            "Run…",
+            "wfkit-editor-run",
+            "play",
+            tooltip=NO_ENGINE if self.engine is None else "start a run with data from a form",
+            disabled=self.engine is None,
+        )
 
     def _layout(self) -> list[Any]:
+        """Rows that wrap instead of clipping; the graph takes the width, the form sits beside
+        it while there is room for both and below it when there is not."""
+        wrap = {"flex_flow": "row wrap", "align_items": "center", "width": "100%"}
         toolbar = w.HBox(
             [
                 self.add_kind,
@@ -185,15 +210,35 @@ class Editor(w.VBox):
                 self.undo_button,
                 self.redo_button,
                 self.refresh_button,
+                self.run_button,
                 self.open_child_button,
-            ]
+            ],
+            layout=wrap,
         )
         connect = w.HBox(
-            [self.connect_source, self.connect_outlet, self.connect_target, self.connect_button]
+            [self.connect_source, self.connect_outlet, self.connect_target, self.connect_button],
+            layout=wrap,
         )
-        graph = w.HBox([self.surface, self.form], layout={"align_items": "flex-start"})
+        self.surface.layout = w.Layout(flex="1 1 560px", min_width="0", width="auto")
+        self.form.layout = w.Layout(flex="0 1 25em", min_width="18em", width="auto")
+        graph = w.HBox(
+            [self.surface, self.form],
+            layout={"flex_flow": "row wrap", "align_items": "flex-start", "width": "100%"},
+        )
+        graph.add_class("wfkit-editor-main")
+        self.publish.layout = w.Layout(**wrap)
         problems = w.VBox([w.HTML("<b>Problems</b>"), self.problems_view])
-        return [toolbar, self.status_line, graph, connect, problems, self.publish, self.child_box]
+        problems.layout = w.Layout(width="100%", overflow="auto")
+        return [
+            toolbar,
+            self.status_line,
+            graph,
+            connect,
+            problems,
+            self.publish,
+            self.run_panel,
+            self.child_box,
+        ]
 
     def _wire(self) -> None:
         self.surface.observe(self._on_selected, names="selected")
@@ -211,6 +256,7 @@ class Editor(w.VBox):
             (self.refresh_button, self._refresh_clicked),
             (self.connect_button, self._connect_clicked),
             (self.open_child_button, self.open_child),
+            (self.run_button, self._run_clicked),
         ]
         for button, action in actions:
             button.on_click(lambda _b, action=action: action())
@@ -639,3 +685,26 @@ class Editor(w.VBox):
     def register(self) -> None:
         """Register a copy of the edited workflow with the engine as the next version."""
         self.publish.register()
+
+    def _run_clicked(self) -> None:
+        if self.run_panel.is_open:
+            self.run_panel.hide()
+            return
+        self.run_panel.show()
+        self.status_line.ok(
+            f"Fill in the data of a run of {self.flow.id!r} below and press Start run (the "
+            "graph is registered as a new version first when it changed)."
+        )
+
+    def start_run(self) -> Run | None:
+        """Start a run of the edited workflow with the Run panel's data (see
+        :class:`~wfkit.widgets.launcher.RunPanel`); None when refused (the reasons are shown)."""
+        self.run_panel.show()
+        return self.run_panel.start()
+
+    def close(self) -> None:
+        """Stop the monitor of the last run started here, then close the editor's widgets."""
+        self.run_panel.close()
+        if self.child is not None:
+            self.child.close()
+        super().close()

@@ -106,24 +106,26 @@ class PublishBar(w.HBox):
             else f"register this graph with the engine as {self.flow.id!r} v{target}"
         )
 
-    def register(self) -> None:
+    def register(self) -> int | None:
         """Register a copy of the workflow as the next version; the workflow takes that number.
 
-        So what the editor holds and what the engine runs under that version agree.
+        So what the editor holds and what the engine runs under that version agree. Returns the
+        version registered, or None (and says why) when refused.
         """
         if self.engine is None:
             self.status.error("No engine: create the editor with Editor(flow, engine=engine).")
-            return
+            return None
         latest, _ = registered_version(self.engine, self.flow.id)
         version = latest + 1 if latest else self.flow.version
         try:
             self.engine.register(self.flow.copy(version=version))
         except WfkitError as exc:
             self.status.error(f"Not registered: {exc}")
-            return
+            return None
         self.flow.version = version
         self._on_registered()
         self.status.ok(
             f"Registered {self.flow.id!r} v{version} ({self.flow.content_hash[:12]}); "
             f"engine.start({self.flow.id!r}, data) now runs it."
         )
+        return version
