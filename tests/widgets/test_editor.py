@@ -5,6 +5,7 @@ Assertions read the networkx graph, the problems and the engine afterwards."""
 
 from __future__ import annotations
 
+import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -428,3 +429,324 @@ def test_register_shows_why_an_invalid_graph_is_refused(engine: wf.Engine) -> No
     assert editor.status_line.text.startswith("Not registered:")
     assert "'ghost' is not registered" in editor.status_line.text
     assert flow.version == 1
+
+
+# --- the node form shows what the kind takes ---------------------------------------------------
+
+FIELDS = {  # kind -> (activity, compensation, config fields, policy fields) the form shows
+    "start": (False, False, [], []),
+    "action": (
+        True,
+        True,
+        [],
+        [
+            "max_attempts",
+            "attempt_timeout",
+            "retry_delay",
+            "backoff",
+            "max_delay",
+            "jitter",
+            "max_visits",
+            "on_failure",
+        ],
+    ),
+    "decision": (
+        True,
+        False,
+        ["expression", "branches"],
+        [
+            "max_attempts",
+            "attempt_timeout",
+            "retry_delay",
+            "backoff",
+            "max_delay",
+            "jitter",
+            "max_visits",
+            "on_failure",
+        ],
+    ),
+    "parallel": (False, False, ["branches"], ["max_visits", "on_failure"]),
+    "join": (False, False, ["fork", "mode", "count"], ["max_visits", "on_failure"]),
+    "for_each": (False, False, ["items", "max_parallelism"], ["max_visits", "on_failure"]),
+    "delay": (False, False, ["duration"], ["max_visits", "on_failure"]),
+    "wait": (
+        False,
+        False,
+        ["signal", "correlate", "bind", "timeout", "payload"],
+        ["max_visits", "on_failure"],
+    ),
+    "approval": (False, False, ["timeout", "assignees"], ["max_visits", "on_failure"]),
+    "call": (False, False, ["workflow_id", "version", "input", "bind"], ["max_visits", "on_failure"]),
+    "end": (False, False, [], []),
+}
+
+
+def shown_fields(editor: Editor) -> tuple[bool, bool, list[str], list[str]]:
+    form = editor.form
+    config = list(form.config.children[0].inputs) if form.config.children else []
+    policy = [n for n, box in form.policy.inputs.items() if box.layout.display != "none"]
+    if form.policy_box.layout.display == "none":
+        policy = []
+    return (
+        form.activity.layout.display != "none",
+        form.compensation.layout.display != "none",
+        config,
+        policy,
+    )
+
+
+def test_every_kind_lists_exactly_its_fields_in_the_form(registry: wf.ActivityRegistry) -> None:
+    assert set(FIELDS) == {k.value for k in wf.NodeKind}
+    editor = Editor(nx.MultiDiGraph(), registry=registry)
+    for kind, expected in FIELDS.items():
+        add(editor, kind)
+        assert shown_fields(editor) == expected, kind
+    click_node(editor, "action-1")  # switching the kind in the form switches the fields too
+    editor.form.kind.value = "approval"
+    assert shown_fields(editor) == FIELDS["approval"]
+
+
+def test_an_approval_shows_no_activity_unless_it_holds_one_and_then_it_can_be_cleared(
+    registry: wf.ActivityRegistry,
+) -> None:
+    flow = wf.Workflow("review", 1).start_with().approval("review")
+    flow.graph.nodes["review"]["activity"] = "a"  # written by hand: an approval takes none
+    editor = Editor(flow, registry=registry)
+    assert [(p.node, p.code) for p in editor.problems] == [("review", "bad-config")]
+    assert editor.problems[0].message.startswith("a approval node takes no activity ('a')")
+
+    click_node(editor, "review")
+    assert editor.form.activity.layout.display != "none"  # shown, so it can be cleared
+    assert editor.form.activity.value == "a"
+    editor.form.activity.value = ""
+    editor.form.apply_button.click()
+
+    assert flow.graph.nodes["review"] == {"kind": "approval"}
+    assert editor.problems == []
+    click_node(editor, "start")
+    click_node(editor, "review")
+    assert shown_fields(editor) == FIELDS["approval"]
+
+
+def test_policy_fields_the_kind_hides_are_kept_when_the_form_is_applied(
+    registry: wf.ActivityRegistry,
+) -> None:
+    flow = wf.Workflow("loop", 1).start_with().wait_for_signal("paid", correlate="id")
+    flow.graph.nodes["paid"]["policy"] = {"max_visits": 3, "backoff": 3.0}
+    editor = Editor(flow, registry=registry)
+    click_node(editor, "paid")
+    # backoff means nothing to a wait, but the node holds one: it shows, with the wait's own
+    assert shown_fields(editor)[3] == ["backoff", "max_visits", "on_failure"]
+    editor.form.label.value = "Paid?"
+    editor.form.apply_button.click()
+    assert flow.graph.nodes["paid"]["policy"] == {"max_visits": 3, "backoff": 3.0}
+    assert flow.graph.nodes["paid"]["label"] == "Paid?"
+
+
+# --- problems in words -------------------------------------------------------------------------
+
+
+def test_problems_read_as_words_without_pydantic_links(registry: wf.ActivityRegistry) -> None:
+    editor = Editor(nx.MultiDiGraph(), registry=registry)
+    add(editor, "start")
+    add(editor, "delay")
+    assert (
+        "It still needs settings (duration: required — e.g. 90s, 7d or 1h30m)"
+        in editor.status_line.text
+    )
+    [problem] = [p for p in editor.problems if p.code == "bad-config"]
+    assert problem.message == (
+        "config does not fit kind 'delay': duration: required — e.g. 90s, 7d or 1h30m; "
+        "fix the node's attributes"
+    )
+    add(editor, "join")
+    inputs = editor.form.config.children[0].inputs
+    inputs["mode"].value = "at_least"
+    editor.form.policy.inputs["max_visits"].value = 0
+    editor.form.apply_button.click()
+    assert editor.form.error_lines == [
+        "mode 'at_least' needs a count, e.g. wf.at_least(2)",
+        "policy.max_visits: must be at least 1 (got 0)",
+    ]
+    inputs["count"].value = "two"
+    editor.form.policy.inputs["max_visits"].value = 1
+    editor.form.apply_button.click()
+    assert editor.form.error_lines == ["count: 'two' is not a number; type one or leave it blank"]
+    for text in (editor.problems_view.value, editor.form.error.value, editor.status_line.text):
+        for raw in ("errors.pydantic.dev", "[type=", "validation error for", "Field required"):
+            assert raw not in text
+
+
+# --- the canvas: palette drops, outlet drags, keys ----------------------------------------------
+
+
+def send(editor: Editor, message: Any) -> None:
+    """A custom message from the page, as the surface receives it."""
+    editor.surface._on_front_end_message(editor.surface, message, [])
+
+
+def test_the_surface_offers_every_kind_and_each_nodes_outlets(registry: wf.ActivityRegistry) -> None:
+    flow = wf.Workflow("fork", 1).start_with().parallel(lambda b: b.then("a"), lambda b: b.then("b"))
+    editor = Editor(flow, registry=registry)
+    assert editor.surface.palette == [k.value for k in wf.NodeKind]
+    assert editor.surface.outlets == {
+        "start": ["next"],
+        "parallel-1": ["branch-1", "branch-2"],
+        "a": ["next", "failed", "fallback"],
+        "b": ["next", "failed", "fallback"],
+        "join-1": ["completed", "partial"],
+    }
+    add(editor, "decision")
+    assert editor.surface.outlets["if-1"] == ["true", "false"]
+    editor.form.config.children[0].inputs["branches"].value = "small, large"
+    editor.form.config.children[0].inputs["expression"].value = "'small'"
+    editor.form.apply_button.click()
+    assert editor.surface.outlets["if-1"] == ["small", "large"]
+
+
+def test_a_chip_dropped_on_the_background_adds_and_selects_a_node_undoably(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    before = graph_to_data(three_steps.graph)
+
+    send(editor, {"type": "drop", "kind": "approval"})
+
+    assert three_steps.graph.nodes["approval-1"] == {"kind": "approval"}
+    assert editor.surface.selected == "approval-1"
+    assert editor.form.node_id == "approval-1"
+    assert editor.status_line.text.startswith("Added approval node 'approval-1'.")
+    send(editor, {"type": "key", "action": "undo"})
+    assert graph_to_data(three_steps.graph) == before
+    assert editor.surface.selected == ""
+
+
+def test_a_chip_dropped_on_a_node_follows_it_through_its_first_free_outlet(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    send(editor, {"type": "drop", "kind": "end", "after": "b"})
+
+    assert three_steps.graph.has_edge("b", "end", key="next")
+    assert editor.surface.selected == "end"
+    assert editor.status_line.text == "Added end node 'end'. Connected 'b' -[next]-> 'end'."
+    send(editor, {"type": "drop", "kind": "end", "after": "b"})  # next is taken: failed is free
+    assert three_steps.graph.has_edge("b", "end-2", key="failed")
+
+
+def test_a_chip_dropped_on_a_node_whose_outlets_are_taken_is_inserted_after_it(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    send(editor, {"type": "drop", "kind": "delay", "after": "start"})
+
+    assert sorted(three_steps.graph.edges(keys=True)) == [
+        ("a", "b", "next"),
+        ("delay-1", "a", "next"),
+        ("start", "delay-1", "next"),
+    ]
+    assert "Inserted it on 'start' -[next]-> 'a'" in editor.status_line.text
+    send(editor, {"type": "key", "action": "undo"})
+    assert sorted(three_steps.graph.edges(keys=True)) == [("a", "b", "next"), ("start", "a", "next")]
+
+
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        ({"type": "drop", "kind": "teleport"}, "'teleport' is not a node kind; add one of start"),
+        ({"type": "drop", "kind": "end", "after": "ghost"}, "there is no node 'ghost' to add"),
+        ({"type": "drop", "kind": "end", "after": "end"}, "node 'end' has no outlets"),
+        (
+            {"type": "drop", "kind": "parallel", "after": "start"},
+            "every outlet of 'start' (next) is connected and a parallel node has no outlet",
+        ),
+    ],
+)
+def test_a_drop_that_cannot_be_made_changes_nothing_and_says_why(
+    registry: wf.ActivityRegistry, message: dict[str, Any], says: str
+) -> None:
+    flow = wf.Workflow("short", 1).start_with("a").end()
+    editor = Editor(flow, registry=registry)
+    before = graph_to_data(flow.graph)
+
+    send(editor, message)
+
+    assert editor.status_line.kind == "error"
+    assert says in editor.status_line.text
+    assert graph_to_data(flow.graph) == before
+    assert editor.history.undo_stack == []
+
+
+def test_a_drag_from_an_outlet_connects_that_outlet_or_says_why_not(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    add(editor, "end")
+    G = three_steps.graph
+    before = graph_to_data(G)
+
+    send(editor, {"type": "connect", "source": "a", "target": "end", "outlet": "fallback"})
+    assert G.has_edge("a", "end", key="fallback")
+    assert editor.status_line.text == "Connected 'a' -[fallback]-> 'end'."
+
+    send(editor, {"type": "connect", "source": "a", "target": "end", "outlet": "next"})
+    assert editor.status_line.kind == "error"
+    assert "outlet 'next' of 'a' already leads to 'b'" in editor.status_line.text
+    send(editor, {"type": "connect", "source": "a", "target": "end", "outlet": "approved"})
+    assert "a action node has no outlet 'approved'" in editor.status_line.text
+    assert not G.has_edge("a", "end", key="next")
+
+    send(editor, {"type": "key", "action": "undo"})
+    assert graph_to_data(G) == before
+    send(editor, {"type": "key", "action": "redo"})
+    assert G.has_edge("a", "end", key="fallback")
+
+
+def test_delete_undo_and_redo_keys_act_on_the_selection(
+    three_steps: wf.Workflow, registry: wf.ActivityRegistry
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    G = three_steps.graph
+
+    send(editor, {"type": "key", "action": "delete"})
+    assert editor.status_line.kind == "error"
+    assert "Select a node or an edge on the graph" in editor.status_line.text
+
+    click_node(editor, "b")
+    send(editor, {"type": "key", "action": "delete"})
+    assert list(G.nodes) == ["start", "a"]
+    click_edge(editor, "start", "next", "a")
+    send(editor, {"type": "key", "action": "delete"})
+    assert list(G.edges) == []
+    send(editor, {"type": "key", "action": "undo"})
+    send(editor, {"type": "key", "action": "undo"})
+    assert list(G.edges(keys=True)) == [("start", "a", "next"), ("a", "b", "next")]
+    send(editor, {"type": "key", "action": "redo"})
+    assert list(G.nodes) == ["start", "a"]
+    send(editor, {"type": "key", "action": "redo"})
+    send(editor, {"type": "key", "action": "redo"})
+    assert editor.status_line.text == "Nothing to redo."
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"type": "key", "action": "explode"},
+        {"type": "key"},
+        {"type": "drop"},
+        {"type": "drop", "kind": "end", "after": 3},
+        {"type": "connect", "source": "a", "target": "b", "outlet": 7},
+    ],
+)
+def test_malformed_canvas_messages_are_logged_and_change_nothing(
+    three_steps: wf.Workflow,
+    registry: wf.ActivityRegistry,
+    message: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    editor = Editor(three_steps, registry=registry)
+    before = graph_to_data(three_steps.graph)
+    with caplog.at_level(logging.WARNING, logger="wfkit.widgets.surface"):
+        send(editor, message)
+    assert "GraphSurface ignored" in caplog.text
+    assert graph_to_data(three_steps.graph) == before

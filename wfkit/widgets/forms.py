@@ -341,6 +341,7 @@ class NodeForm(w.VBox):
         self.apply_button = w.Button(description="Apply", button_style="primary", icon="check")
         self.error = w.HTML()
         self.error_lines: list[str] = []
+        self._loading = False
         self._configs: dict[NodeKind, ModelForm] = {}
         self.policy_box = w.Accordion(children=[self.policy], titles=("policy",))
         self.fields = w.VBox(
@@ -390,16 +391,17 @@ class NodeForm(w.VBox):
         kind = attrs.get(keys.KIND)
         known = kind in {k.value for k in NodeKind}
         self.show_error("" if known else f"kind {kind!r} is not a node kind; pick one and Apply")
+        self._loading = True  # the node's own values, not a kind change: clear nothing
+        try:
+            self.kind.value = kind if known else NodeKind.ACTION.value
+        finally:
+            self._loading = False
         self.activity.value = str(attrs.get(keys.ACTIVITY) or "")
         self.label.value = str(attrs.get(keys.LABEL) or "")
         self.compensation.value = str(attrs.get(keys.COMPENSATION) or "")
         policy = attrs.get(keys.POLICY)
         self.policy.load(policy if isinstance(policy, Mapping) else {})
-        shown_kind = kind if known else NodeKind.ACTION.value
-        if self.kind.value == shown_kind:
-            self._show_kind(NodeKind(shown_kind))
-        else:
-            self.kind.value = shown_kind  # _on_kind shows that kind's fields
+        self._show_kind(NodeKind(self.kind.value))
 
     def show_error(self, text: str | Sequence[str]) -> None:
         """Show ``text`` (one line, or a line per problem) as the form's inline error; empty
@@ -469,6 +471,8 @@ class NodeForm(w.VBox):
         self.policy_box.layout.display = None if self.policy.visible else "none"
 
     def _on_kind(self, change: dict[str, Any]) -> None:
+        if self._loading:
+            return
         kind = NodeKind(change["new"])
         if kind not in ACTIVITY_KINDS:
             self.activity.value = ""
