@@ -5,18 +5,22 @@ Assertions read the networkx graph, the problems and the engine afterwards."""
 
 from __future__ import annotations
 
+import enum
 import logging
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import networkx as nx
 import pytest
+from pydantic import BaseModel, Field
 
 import wfkit as wf
 from wfkit.definition.graph import graph_to_data
 from wfkit.widgets import Editor
+from wfkit.widgets.data_form import DataForm
+from wfkit.widgets.forms import FormError
 
 
 def drag(editor: Editor, source: str, target: str) -> None:
@@ -476,7 +480,12 @@ FIELDS = {  # kind -> (activity, compensation, config fields, policy fields) the
         ["max_visits", "on_failure"],
     ),
     "approval": (False, False, ["timeout", "assignees"], ["max_visits", "on_failure"]),
-    "call": (False, False, ["workflow_id", "version", "input", "bind"], ["max_visits", "on_failure"]),
+    "call": (
+        False,
+        False,
+        ["workflow_id", "version", "input", "bind"],
+        ["max_visits", "on_failure"],
+    ),
     "end": (False, False, [], []),
 }
 
@@ -585,8 +594,12 @@ def send(editor: Editor, message: Any) -> None:
     editor.surface._on_front_end_message(editor.surface, message, [])
 
 
-def test_the_surface_offers_every_kind_and_each_nodes_outlets(registry: wf.ActivityRegistry) -> None:
-    flow = wf.Workflow("fork", 1).start_with().parallel(lambda b: b.then("a"), lambda b: b.then("b"))
+def test_the_surface_offers_every_kind_and_each_nodes_outlets(
+    registry: wf.ActivityRegistry,
+) -> None:
+    flow = (
+        wf.Workflow("fork", 1).start_with().parallel(lambda b: b.then("a"), lambda b: b.then("b"))
+    )
     editor = Editor(flow, registry=registry)
     assert editor.surface.palette == [k.value for k in wf.NodeKind]
     assert editor.surface.outlets == {
@@ -647,7 +660,10 @@ def test_a_chip_dropped_on_a_node_whose_outlets_are_taken_is_inserted_after_it(
     ]
     assert "Inserted it on 'start' -[next]-> 'a'" in editor.status_line.text
     send(editor, {"type": "key", "action": "undo"})
-    assert sorted(three_steps.graph.edges(keys=True)) == [("a", "b", "next"), ("start", "a", "next")]
+    assert sorted(three_steps.graph.edges(keys=True)) == [
+        ("a", "b", "next"),
+        ("start", "a", "next"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -750,3 +766,241 @@ def test_malformed_canvas_messages_are_logged_and_change_nothing(
         send(editor, message)
     assert "GraphSurface ignored" in caplog.text
     assert graph_to_data(three_steps.graph) == before
+
+
+# --- the Run panel -----------------------------------------------------------------------------
+
+
+class Size(enum.Enum):
+    SMALL = "small"
+    LARGE = "large"
+
+
+class Address(BaseModel):
+    city: str
+    zip: str = ""
+
+
+class Order(BaseModel):
+    customer: str = Field(..., description="customer id")
+    amount: float
+    lines: int = 1
+    express: bool = False
+    size: Size = Size.SMALL
+    channel: Literal["web", "shop"]
+    note: str | None = None
+    address: Address = Field(default_factory=lambda: Address(city="Lyon"))
+    tags: list[str] = Field(default_factory=list)
+
+
+def test_the_run_form_follows_the_data_model_with_defaults_and_required_fields() -> None:
+    form = DataForm(Order)
+    kinds = {name: type(box).__name__ for name, box in form.inputs.items()}
+    assert kinds == {
+        "customer": "Text",
+        "amount": "Text",  # required: a number box would start at a made-up 0
+        "lines": "IntText",
+        "express": "Checkbox",
+        "size": "Dropdown",
+        "channel": "Dropdown",
+        "note": "Text",
+        "address": "Textarea",
+        "tags": "Textarea",
+    }
+    labels = {name: box.description for name, box in form.inputs.items()}
+    assert [n for n, label in labels.items() if label.endswith(" *")] == [
+        "customer",
+        "amount",
+        "channel",
+    ]
+    values = {name: box.value for name, box in form.inputs.items()}
+    assert values == {
+        "customer": "",
+        "amount": "",
+        "lines": 1,
+        "express": False,
+        "size": "small",
+        "channel": None,
+        "note": "",
+        "address": '{"city": "Lyon", "zip": ""}',
+        "tags": "[]",
+    }
+    assert form.inputs["size"].label == "small"
+    assert [label for label, _ in form.inputs["size"].options] == ["small", "large"]
+    assert [value for _, value in form.inputs["channel"].options] == ["web", "shop"]
+    assert form.inputs["customer"].tooltip == "customer id"
+
+    with pytest.raises(FormError):
+        form.read()
+    assert form.error_lines == [
+        "customer: required — customer id",
+        "amount: required",
+        "channel: required",
+    ]
+    form.inputs["customer"].value = "c-7"
+    form.inputs["amount"].value = "12,5"
+    form.inputs["address"].value = '{"city": "Lyon",}'
+    with pytest.raises(FormError):
+        form.read()
+    assert form.error_lines[0] == "amount: '12,5' is not a number; type one like 12.5"
+    assert form.error_lines[1].startswith("address: not valid JSON (")
+    form.inputs["amount"].value = "12.5"
+    form.inputs["address"].value = '{"zip": "69001"}'
+    form.inputs["channel"].value = "web"
+    with pytest.raises(FormError):
+        form.read()
+    assert form.error_lines == ["address.city: required"]
+    form.inputs["address"].value = '{"city": "Lyon", "zip": "69001"}'
+    form.inputs["size"].value = "large"
+    form.inputs["tags"].value = '["gift"]'
+
+    assert form.read() == {
+        "customer": "c-7",
+        "amount": 12.5,
+        "lines": 1,
+        "express": False,
+        "size": "large",
+        "channel": "web",
+        "note": None,
+        "address": {"city": "Lyon", "zip": "69001"},
+        "tags": ["gift"],
+    }
+    assert form.error_lines == [] and form.error.value == ""
+
+
+def test_a_workflow_without_a_model_gets_a_json_object_box() -> None:
+    form = DataForm(None)
+    assert form.inputs == {} and form.json.value == "{}"
+    form.json.value = "[1, 2]"
+    with pytest.raises(FormError, match="a run's data is a JSON object"):
+        form.read()
+    form.json.value = '{"order": "o-1"'
+    with pytest.raises(FormError, match="data: not valid JSON"):
+        form.read()
+    form.json.value = '{"order": "o-1"}'
+    assert form.read() == {"order": "o-1"}
+
+
+def test_without_an_engine_run_is_disabled_and_says_why(registry: wf.ActivityRegistry) -> None:
+    editor = Editor(wf.Workflow("x", 1).start_with("a"), registry=registry)
+    assert editor.run_button.disabled
+    assert editor.run_button.tooltip == (
+        "No engine: create the editor with Editor(flow, engine=engine) to run the workflow."
+    )
+    assert editor.start_run() is None
+    assert editor.run_panel.status.text.startswith("No engine")
+
+
+@pytest.fixture
+def ordered(recorder: Recorder) -> wf.Workflow:
+    def charge(ctx: Any) -> None:
+        recorder.calls.append(f"charge {ctx.data.amount}")
+
+    recorder.registry.register("charge", charge)
+    return wf.Workflow("order", 1, data=Order).start_with("charge").then("a")
+
+
+def fill(editor: Editor, **values: Any) -> None:
+    for name, value in values.items():
+        editor.run_panel.form.inputs[name].value = value
+
+
+def test_run_registers_the_edited_graph_starts_a_run_and_monitors_it(
+    engine: wf.Engine, recorder: Recorder, ordered: wf.Workflow
+) -> None:
+    engine.register(ordered.copy())
+    editor = Editor(ordered, engine=engine)
+    assert not editor.run_button.disabled
+    editor.run_button.click()
+    assert editor.run_panel.is_open
+    fill(editor, customer="c-1", amount="40", channel="shop")
+
+    editor.run_panel.start_button.click()  # the graph equals v1: v1 runs, nothing registered
+
+    first = editor.run_panel.run
+    assert first is not None and first.workflow.version == 1
+    assert engine.workflows() == {"order": [1]}
+    assert first.status == wf.RunStatus.COMPLETED
+    assert recorder.calls == ["charge 40.0", "a"]
+    assert (first.data.customer, first.data.channel, first.data.size) == ("c-1", "shop", Size.SMALL)
+    monitor = editor.run_panel.monitor
+    assert monitor is not None and monitor.run.id == first.id
+    assert editor.run_panel.monitor_box.children == (monitor,)
+    assert editor.run_panel.status.text.startswith(f"Started run {first.id} of 'order' v1")
+
+    click_node(editor, "a")
+    editor.form.activity.value = "b"
+    editor.form.apply_button.click()
+    second = editor.start_run()  # changed: registered as v2 first, then run
+
+    assert second is not None and second.workflow.version == 2
+    assert engine.workflows() == {"order": [1, 2]}
+    assert ordered.version == 2
+    assert recorder.calls[-2:] == ["charge 40.0", "b"]
+    assert editor.run_panel.monitor is not None and editor.run_panel.monitor.run.id == second.id
+    assert not monitor._thread or not monitor._thread.is_alive() or monitor._stop.is_set()
+    assert [r.run_id for r in engine.runs()] == [second.id, first.id]
+    editor.close()
+
+
+def test_run_refuses_bad_data_an_invalid_graph_and_a_policy_and_starts_nothing(
+    engine: wf.Engine, recorder: Recorder, ordered: wf.Workflow
+) -> None:
+    editor = Editor(ordered, engine=engine)
+    editor.run_button.click()
+
+    assert editor.start_run() is None  # required fields left blank
+    assert editor.run_panel.form.error_lines == [
+        "customer: required — customer id",
+        "amount: required",
+        "channel: required",
+    ]
+    assert editor.run_panel.status.text.startswith("Not started: customer: required")
+    assert engine.workflows() == {}
+
+    fill(editor, customer="c-1", amount="5", channel="web")
+    click_node(editor, "a")
+    editor.form.activity.value = "ghost"
+    editor.form.apply_button.click()
+    assert editor.start_run() is None
+    assert "could not be registered (Not registered:" in editor.run_panel.status.text
+    assert "'ghost' is not registered" in editor.run_panel.status.text
+    assert engine.workflows() == {}
+
+    editor.form.activity.value = "a"
+    editor.form.apply_button.click()
+    engine.add_admission_policy(
+        lambda flow, data, actor: ["orders over 1 are closed today"] if data["amount"] > 1 else []
+    )
+    assert editor.start_run() is None
+    assert editor.run_panel.form.error_lines == ["orders over 1 are closed today"]
+    assert editor.run_panel.status.kind == "error"
+    assert "refused the run, nothing was written" in editor.run_panel.status.text
+    assert engine.workflows() == {"order": [1]}  # the graph was fine: it is registered
+    assert engine.runs() == [] and recorder.calls == []
+
+    fill(editor, amount="1")
+    run = editor.start_run()
+    assert run is not None and run.status == wf.RunStatus.COMPLETED
+    assert editor.run_panel.form.error_lines == []
+    editor.close()
+
+
+def test_run_without_driving_leaves_the_run_to_the_workers(
+    engine: wf.Engine, recorder: Recorder
+) -> None:
+    flow = wf.Workflow("plain", 1).start_with("a")
+    editor = Editor(flow, engine=engine)
+    editor.run_button.click()
+    assert isinstance(editor.run_panel.form, DataForm) and editor.run_panel.form.model is None
+    editor.run_panel.form.json.value = '{"order": "o-9"}'
+    editor.run_panel.drive.value = False
+
+    run = editor.start_run()
+
+    assert run is not None and run.data == {"order": "o-9"}
+    assert recorder.calls == []  # nothing ran it yet
+    assert "it advances as the engine's workers take its steps" in editor.run_panel.status.text
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED and recorder.calls == ["a"]
+    editor.close()

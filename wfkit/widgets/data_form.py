@@ -236,7 +236,7 @@ class DataForm(w.VBox):
             value = _json(self.json.value, "data") if self.json.value.strip() else {}
             if not isinstance(value, dict):
                 raise FormError(
-                    f"data: a run's data is a JSON object like {{\"field\": \"value\"}}, "
+                    f'data: a run\'s data is a JSON object like {{"field": "value"}}, '
                     f"not {type(value).__name__}"
                 )
             return value

@@ -463,7 +463,10 @@ class NodeForm(w.VBox):
         stored = self.shown.get(keys.CONFIG)
         form.load(stored if isinstance(stored, Mapping) else {})
         self.config.children = [form] if form.specs else []
-        for box, kinds in ((self.activity, ACTIVITY_KINDS), (self.compensation, COMPENSATION_KINDS)):
+        for box, kinds in (
+            (self.activity, ACTIVITY_KINDS),
+            (self.compensation, COMPENSATION_KINDS),
+        ):
             box.layout.display = None if kind in kinds or box.value.strip() else "none"
         policy = self.shown.get(keys.POLICY)
         held = set(policy) if isinstance(policy, Mapping) else set()

@@ -146,9 +146,8 @@ class RunPanel(w.VBox):
             return latest
         version = self.publish.register()
         if version is None:
-            self.status.error(
-                f"Not started: the edited graph could not be registered ({self.publish.status.text})"
-            )
+            why = self.publish.status.text
+            self.status.error(f"Not started: the edited graph could not be registered ({why})")
         return version
 
     def _drive(self, run: Run) -> None:
