@@ -97,8 +97,8 @@ def data_field(name: str, field: FieldInfo) -> DataField:
     >>> class Order(BaseModel):
     ...     amount: float
     ...     express: bool = False
-    >>> [(f.name, f.input, f.required) for f in map(data_field, *zip(*Order.model_fields.items()))]
-    [('amount', 'float', True), ('express', 'bool', False)]
+    >>> [data_field(n, f).input for n, f in Order.model_fields.items()]
+    ['number', 'bool']
     """
     members, optional = _members(field.annotation)
     kind, choices = _input_of(members)
