@@ -24,6 +24,7 @@ CSS hooks for browser tests: ``wfkit-editor`` (the whole editor), ``wfkit-editor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,26 @@ def _button(description: str, css: str, icon: str = "", **kwargs: Any) -> w.Butt
 def _tagged(widget: Any, css: str) -> Any:
     widget.add_class(css)
     return widget
+
+
+_VIEWBOX = re.compile(r'viewBox="\s*[-\d.]+[\s,]+[-\d.]+[\s,]+([\d.]+)')
+
+
+def natural_width(svg: str, smallest: int = 360, largest: int = 1600) -> int:
+    """The picture's width at 100 % in CSS pixels (Graphviz writes points), clamped.
+
+    The editor makes it the graph's flex basis: the form sits beside the graph only while the
+    row has room for both at that size, and wraps below it otherwise, so the form never
+    shrinks the picture (and its labels) to make room for itself.
+
+    Examples
+    --------
+    >>> natural_width('<svg width="600pt" viewBox="0.00 0.00 600.00 44.00">')
+    800
+    """
+    found = _VIEWBOX.search(svg)
+    width = float(found.group(1)) * 4 / 3 if found else smallest
+    return int(min(max(width, smallest), largest))
 
 
 class Editor(w.VBox):
@@ -220,7 +241,7 @@ class Editor(w.VBox):
             layout=wrap,
         )
         self.surface.layout = w.Layout(flex="1 1 560px", min_width="0", width="auto")
-        self.form.layout = w.Layout(flex="0 1 25em", min_width="18em", width="auto")
+        self.form.layout = w.Layout(flex="1 1 22em", min_width="18em", max_width="34em")
         graph = w.HBox(
             [self.surface, self.form],
             layout={"flex_flow": "row wrap", "align_items": "flex-start", "width": "100%"},
@@ -310,6 +331,7 @@ class Editor(w.VBox):
             self.surface.svg = ""
             self.status_line.error(str(exc))
         self._drawn = drawn
+        self.surface.layout.flex = f"1 1 {natural_width(self.surface.svg)}px"
 
     def _workflows(self) -> dict[str, dict[int, Any]] | None:
         """The engine's workflows a call may start (id -> version -> data model)."""

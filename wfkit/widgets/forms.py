@@ -51,7 +51,7 @@ __all__ = [
 Shape = Literal["bool", "int", "float", "choice", "duration", "list", "mapping", "number", "text"]
 
 _STYLE = {"description_width": "10em"}
-_LAYOUT = {"width": "28em"}
+_LAYOUT = {"width": "100%", "max_width": "30em"}
 _NONE = "(none)"
 
 
@@ -343,7 +343,11 @@ class NodeForm(w.VBox):
         self.error_lines: list[str] = []
         self._loading = False
         self._configs: dict[NodeKind, ModelForm] = {}
-        self.policy_box = w.Accordion(children=[self.policy], titles=("policy",))
+        self.policy_box = w.Accordion(
+            children=[self.policy],
+            titles=("policy",),
+            layout={"width": "100%", "max_width": "30em"},
+        )
         self.fields = w.VBox(
             [self.kind, self.activity, self.label, self.config, self.policy_box, self.compensation]
         )
