@@ -1,19 +1,31 @@
 """``Editor``: the visual editor of a workflow graph.
 
 The graph is drawn by Graphviz on a :class:`~wfkit.widgets.surface.GraphSurface` (the same
-picture as ``flow.to_svg()``, problems included). Click a node to edit it in a form generated
-from its pydantic models; add a node of a kind; connect an outlet to a node by dragging from one
-node onto another or with the Connect row; delete; undo and redo; export the picture; register
-the edited graph with an engine as the next version. Validation runs after every change and its
-problems are listed under the graph and drawn on it.
+picture as ``flow.to_svg()``, problems included). Click a node to edit it in a form that shows
+the fields of its kind (:class:`~wfkit.widgets.forms.NodeForm`); add a node from the add row or
+by dropping a palette chip on the canvas (on a node: the new node follows it); connect by
+dragging from one node onto another, from one of a node's outlet handles, or with the Connect
+row; Delete, Ctrl/Cmd+Z and Ctrl/Cmd+Shift+Z on the canvas; undo and redo; export the picture;
+register the edited graph with an engine as the next version; Run it with data from a form
+generated from the workflow's data model (:class:`~wfkit.widgets.launcher.RunPanel`). Validation
+runs after every change and its problems are listed under the graph and drawn on it, in words.
 
-The editor edits the very graph it is given, in place: ``flow.graph`` shows every change.
+The editor edits the very graph it is given, in place: ``flow.graph`` shows every change. Every
+change (form, add, drop, connect, delete) is one undoable step; a refused one changes nothing
+and says why in the status line.
+
+Canvas protocol (surface -> editor): ``connect`` (``source``, ``target`` and optionally
+``outlet``), ``drop`` (``kind``, optionally ``after``) and ``key`` (``delete``/``undo``/``redo``)
+messages, through :meth:`GraphSurface.on_connect`, ``on_drop`` and ``on_key``; the editor sets
+the surface's ``palette`` (every node kind) and ``outlets`` (node id -> its declared outlets,
+branch names for decisions and parallels).
 
 CSS hooks for browser tests: ``wfkit-editor`` (the whole editor), ``wfkit-editor-surface``,
-``wfkit-editor-form`` (with ``wfkit-node-form``), ``wfkit-editor-apply``,
-``wfkit-editor-add-kind``, ``wfkit-editor-add-id``, ``wfkit-editor-add``,
-``wfkit-editor-delete``, ``wfkit-editor-undo``, ``wfkit-editor-redo``, ``wfkit-editor-refresh``,
-``wfkit-editor-connect-source``, ``wfkit-editor-connect-outlet``,
+``wfkit-editor-main`` (the row holding graph and form), ``wfkit-editor-form`` (with
+``wfkit-node-form``), ``wfkit-editor-apply``, ``wfkit-editor-add-kind``, ``wfkit-editor-add-id``,
+``wfkit-editor-add``, ``wfkit-editor-delete``, ``wfkit-editor-undo``, ``wfkit-editor-redo``,
+``wfkit-editor-refresh``, ``wfkit-editor-run`` (opens the Run panel; its hooks are in
+:mod:`wfkit.widgets.launcher`), ``wfkit-editor-connect-source``, ``wfkit-editor-connect-outlet``,
 ``wfkit-editor-connect-target``, ``wfkit-editor-connect``, ``wfkit-editor-problems``,
 ``wfkit-editor-export-path``, ``wfkit-editor-export-svg``, ``wfkit-editor-export-png``,
 ``wfkit-editor-register``, ``wfkit-editor-status`` (with ``wfkit-ok`` / ``wfkit-error``),
@@ -102,8 +114,9 @@ class Editor(w.VBox):
         What to edit. A bare graph is wrapped as workflow ``id`` version 1; either way the editor
         changes that graph object in place.
     engine : Engine, optional
-        Enables "Register as version N+1", checks call nodes against the engine's workflows,
-        and "Open called workflow" for a selected call node.
+        Enables "Register as version N+1", "Run…" (a run with data from a form), checks call
+        nodes against the engine's workflows, and "Open called workflow" for a selected call
+        node. Without one, "Run…" is disabled and its tooltip says why.
     registry : ActivityRegistry, optional
         Where activity names are looked up: the engine's registry, else the default one.
     id : str
@@ -118,6 +131,13 @@ class Editor(w.VBox):
     >>> editor.add_button.click()
     >>> list(flow.graph.nodes), editor.surface.selected
     (['start'], 'start')
+    >>> editor.add("delay", after="start")  # what dropping a chip on the start node does
+    'delay-1'
+    >>> list(flow.graph.edges(keys=True))
+    [('start', 'delay-1', 'next')]
+    >>> print(editor.status_line.text)  # doctest: +NORMALIZE_WHITESPACE
+    Added delay node 'delay-1'. It still needs settings (duration: required — e.g. 90s, 7d or
+    1h30m): fill them in and press Apply. Connected 'start' -[next]-> 'delay-1'.
     """
 
     def __init__(
