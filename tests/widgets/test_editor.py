@@ -1004,3 +1004,19 @@ def test_run_without_driving_leaves_the_run_to_the_workers(
     engine.run_until_idle()
     assert run.status == wf.RunStatus.COMPLETED and recorder.calls == ["a"]
     editor.close()
+
+
+def test_a_wide_graph_claims_the_row_so_the_form_wraps_below_it(
+    registry: wf.ActivityRegistry,
+) -> None:
+    narrow = Editor(wf.Workflow("one", 1).start_with("a"), registry=registry)
+    flow = wf.Workflow("long", 1).start_with("a")
+    for step in range(12):
+        flow = flow.then("b", id=f"b-{step}")
+    wide = Editor(flow, registry=registry)
+
+    assert narrow.surface.layout.flex == "1 1 360px"  # beside the form from 360 px + 18 em
+    basis = int(wide.surface.layout.flex.split()[-1].removesuffix("px"))
+    assert 1200 < basis <= 1600  # wider than JupyterLab's notebook column: the form wraps
+    add(wide, "end")
+    assert wide.surface.layout.flex != f"1 1 {basis}px"  # redrawn: measured again
