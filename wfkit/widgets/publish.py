@@ -59,7 +59,12 @@ class PublishBar(w.HBox):
     ) -> None:
         self.flow, self.engine, self.status = flow, engine, status
         self._problems, self._on_registered = problems, on_registered
-        self.path = w.Text(value=f"{flow.id}.svg", description="file")
+        self.path = w.Text(  # grows with the row: a path is often longer than a default box
+            value=f"{flow.id}.svg",
+            description="file",
+            style={"description_width": "auto"},
+            layout={"flex": "1 1 40em", "min_width": "16em"},
+        )
         self.path.add_class("wfkit-editor-export-path")
         self.svg_button = _button("Export SVG", "wfkit-editor-export-svg", "download")
         self.png_button = _button("Export PNG", "wfkit-editor-export-png", "download")
