@@ -13,9 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wfkit.definition.durations import Duration
+from wfkit.definition.field_errors import field_errors
 from wfkit.definition.policy import Policy
 
 __all__ = [
+    "ACTIVITY_KINDS",
+    "COMPENSATION_KINDS",
     "KIND_CONFIGS",
     "ActionConfig",
     "ApprovalConfig",
@@ -178,7 +181,11 @@ _STATIC_OUTLETS: dict[NodeKind, tuple[str, ...]] = {
 }
 
 _NEEDS_ACTIVITY = {NodeKind.ACTION}
-_MAY_HAVE_ACTIVITY = {NodeKind.ACTION, NodeKind.DECISION}
+ACTIVITY_KINDS = frozenset({NodeKind.ACTION, NodeKind.DECISION})
+"""Kinds whose node may name an activity (an action must; a decision may, instead of an
+expression)."""
+COMPENSATION_KINDS = frozenset({NodeKind.ACTION})
+"""Kinds whose node may have a compensation (and a compensation policy)."""
 
 
 class Node(BaseModel):
@@ -211,16 +218,17 @@ class Node(BaseModel):
             try:
                 object.__setattr__(self, "config", model.model_validate(raw))
             except ValidationError as exc:
-                raise ValueError(f"config does not fit kind {self.kind.value!r}: {exc}") from exc
+                lines = "; ".join(field_errors(exc, model))
+                raise ValueError(f"config does not fit kind {self.kind.value!r}: {lines}") from exc
         if self.kind in _NEEDS_ACTIVITY and not self.activity:
             raise ValueError(f"a {self.kind.value} node needs an activity name")
-        if self.activity and self.kind not in _MAY_HAVE_ACTIVITY:
+        if self.activity and self.kind not in ACTIVITY_KINDS:
             raise ValueError(f"a {self.kind.value} node takes no activity ({self.activity!r})")
         if self.kind == NodeKind.DECISION:
             has_expr = self.config.expression is not None
             if has_expr == bool(self.activity):
                 raise ValueError("a decision needs exactly one of an expression or an activity")
-        if self.compensation and self.kind != NodeKind.ACTION:
+        if self.compensation and self.kind not in COMPENSATION_KINDS:
             raise ValueError("only action nodes can have a compensation")
         return self
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from wfkit.definition import keys
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.expressions import check_names, parse_expression
+from wfkit.definition.field_errors import field_errors
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
@@ -187,7 +188,7 @@ def _rule_nodes(ctx: _Context) -> Iterator[Problem]:
             ctx.broken.add(n)
             kind = attrs.get(keys.KIND)
             unknown = not isinstance(kind, str) or kind not in {k.value for k in NodeKind}
-            detail = "; ".join(_short_error(e) for e in exc.errors())
+            detail = "; ".join(field_errors(exc, Node))
             yield Problem(
                 code="unknown-kind" if unknown else "bad-config",
                 node=n,
@@ -198,12 +199,6 @@ def _rule_nodes(ctx: _Context) -> Iterator[Problem]:
                     else f"{detail}; fix the node's attributes"
                 ),
             )
-
-
-def _short_error(err: Any) -> str:
-    loc = ".".join(str(p) for p in err["loc"])
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    return f"{loc}: {msg}" if loc else msg
 
 
 def _rule_start(ctx: _Context) -> Iterator[Problem]:

@@ -1,19 +1,31 @@
 """``Editor``: the visual editor of a workflow graph.
 
 The graph is drawn by Graphviz on a :class:`~wfkit.widgets.surface.GraphSurface` (the same
-picture as ``flow.to_svg()``, problems included). Click a node to edit it in a form generated
-from its pydantic models; add a node of a kind; connect an outlet to a node by dragging from one
-node onto another or with the Connect row; delete; undo and redo; export the picture; register
-the edited graph with an engine as the next version. Validation runs after every change and its
-problems are listed under the graph and drawn on it.
+picture as ``flow.to_svg()``, problems included). Click a node to edit it in a form that shows
+the fields of its kind (:class:`~wfkit.widgets.forms.NodeForm`); add a node from the add row or
+by dropping a palette chip on the canvas (on a node: the new node follows it); connect by
+dragging from one node onto another, from one of a node's outlet handles, or with the Connect
+row; Delete, Ctrl/Cmd+Z and Ctrl/Cmd+Shift+Z on the canvas; undo and redo; export the picture;
+register the edited graph with an engine as the next version; Run it with data from a form
+generated from the workflow's data model (:class:`~wfkit.widgets.launcher.RunPanel`). Validation
+runs after every change and its problems are listed under the graph and drawn on it, in words.
 
-The editor edits the very graph it is given, in place: ``flow.graph`` shows every change.
+The editor edits the very graph it is given, in place: ``flow.graph`` shows every change. Every
+change (form, add, drop, connect, delete) is one undoable step; a refused one changes nothing
+and says why in the status line.
+
+Canvas protocol (surface -> editor): ``connect`` (``source``, ``target`` and optionally
+``outlet``), ``drop`` (``kind``, optionally ``after``) and ``key`` (``delete``/``undo``/``redo``)
+messages, through :meth:`GraphSurface.on_connect`, ``on_drop`` and ``on_key``; the editor sets
+the surface's ``palette`` (every node kind) and ``outlets`` (node id -> its declared outlets,
+branch names for decisions and parallels).
 
 CSS hooks for browser tests: ``wfkit-editor`` (the whole editor), ``wfkit-editor-surface``,
-``wfkit-editor-form`` (with ``wfkit-node-form``), ``wfkit-editor-apply``,
-``wfkit-editor-add-kind``, ``wfkit-editor-add-id``, ``wfkit-editor-add``,
-``wfkit-editor-delete``, ``wfkit-editor-undo``, ``wfkit-editor-redo``, ``wfkit-editor-refresh``,
-``wfkit-editor-connect-source``, ``wfkit-editor-connect-outlet``,
+``wfkit-editor-main`` (the row holding graph and form), ``wfkit-editor-form`` (with
+``wfkit-node-form``), ``wfkit-editor-apply``, ``wfkit-editor-add-kind``, ``wfkit-editor-add-id``,
+``wfkit-editor-add``, ``wfkit-editor-delete``, ``wfkit-editor-undo``, ``wfkit-editor-redo``,
+``wfkit-editor-refresh``, ``wfkit-editor-run`` (opens the Run panel; its hooks are in
+:mod:`wfkit.widgets.launcher`), ``wfkit-editor-connect-source``, ``wfkit-editor-connect-outlet``,
 ``wfkit-editor-connect-target``, ``wfkit-editor-connect``, ``wfkit-editor-problems``,
 ``wfkit-editor-export-path``, ``wfkit-editor-export-svg``, ``wfkit-editor-export-png``,
 ``wfkit-editor-register``, ``wfkit-editor-status`` (with ``wfkit-ok`` / ``wfkit-error``),
@@ -24,6 +36,7 @@ CSS hooks for browser tests: ``wfkit-editor`` (the whole editor), ``wfkit-editor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +47,7 @@ import networkx as nx
 from wfkit.definition import keys, rendering
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.graph import graph_to_data
-from wfkit.definition.kinds import NodeKind
+from wfkit.definition.kinds import NodeKind, outlets_of
 from wfkit.definition.problems import Problem
 from wfkit.definition.workflow import Workflow
 from wfkit.errors import UsageError
@@ -51,16 +64,18 @@ from wfkit.widgets.edits import (
 )
 from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.forms import FormError, NodeForm, validate_node
+from wfkit.widgets.launcher import NO_ENGINE, RunPanel
 from wfkit.widgets.publish import PublishBar
 from wfkit.widgets.surface import GraphSurface
 
 if TYPE_CHECKING:
-    from wfkit.engine import Engine
+    from wfkit.engine import Engine, Run
 
 __all__ = ["Editor"]
 
 
 def _button(description: str, css: str, icon: str = "", **kwargs: Any) -> w.Button:
+    kwargs.setdefault("layout", {"width": "auto"})  # a fixed width cuts labels ("Add n...")
     button = w.Button(description=description, icon=icon, **kwargs)
     button.add_class(css)
     return button
@@ -69,6 +84,26 @@ def _button(description: str, css: str, icon: str = "", **kwargs: Any) -> w.Butt
 def _tagged(widget: Any, css: str) -> Any:
     widget.add_class(css)
     return widget
+
+
+_VIEWBOX = re.compile(r'viewBox="\s*[-\d.]+[\s,]+[-\d.]+[\s,]+([\d.]+)')
+
+
+def natural_width(svg: str, smallest: int = 360, largest: int = 1600) -> int:
+    """The picture's width at 100 % in CSS pixels (Graphviz writes points), clamped.
+
+    The editor makes it the graph's flex basis: the form sits beside the graph only while the
+    row has room for both at that size, and wraps below it otherwise, so the form never
+    shrinks the picture (and its labels) to make room for itself.
+
+    Examples
+    --------
+    >>> natural_width('<svg width="600pt" viewBox="0.00 0.00 600.00 44.00">')
+    800
+    """
+    found = _VIEWBOX.search(svg)
+    width = float(found.group(1)) * 4 / 3 if found else smallest
+    return int(min(max(width, smallest), largest))
 
 
 class Editor(StaticPicture, w.VBox):
@@ -80,8 +115,9 @@ class Editor(StaticPicture, w.VBox):
         What to edit. A bare graph is wrapped as workflow ``id`` version 1; either way the editor
         changes that graph object in place.
     engine : Engine, optional
-        Enables "Register as version N+1", checks call nodes against the engine's workflows,
-        and "Open called workflow" for a selected call node.
+        Enables "Register as version N+1", "Run…" (a run with data from a form), checks call
+        nodes against the engine's workflows, and "Open called workflow" for a selected call
+        node. Without one, "Run…" is disabled and its tooltip says why.
     registry : ActivityRegistry, optional
         Where activity names are looked up: the engine's registry, else the default one.
     id : str
@@ -96,6 +132,13 @@ class Editor(StaticPicture, w.VBox):
     >>> editor.add_button.click()
     >>> list(flow.graph.nodes), editor.surface.selected
     (['start'], 'start')
+    >>> editor.add("delay", after="start")  # what dropping a chip on the start node does
+    'delay-1'
+    >>> list(flow.graph.edges(keys=True))
+    [('start', 'delay-1', 'next')]
+    >>> print(editor.status_line.text)  # doctest: +NORMALIZE_WHITESPACE
+    Added delay node 'delay-1'. It still needs settings (duration: required — e.g. 90s, 7d or
+    1h30m): fill them in and press Apply. Connected 'start' -[next]-> 'delay-1'.
     """
 
     def __init__(
@@ -129,15 +172,24 @@ class Editor(StaticPicture, w.VBox):
     # --- building -----------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.surface = _tagged(GraphSurface(), "wfkit-editor-surface")
+        self.surface = _tagged(
+            GraphSurface(palette=[k.value for k in NodeKind]), "wfkit-editor-surface"
+        )
         self.form = _tagged(NodeForm(self.registry.names()), "wfkit-editor-form")
         self.form.apply_button.add_class("wfkit-editor-apply")
         kinds = [k.value for k in NodeKind]
         self.add_kind = _tagged(
-            w.Dropdown(options=kinds, value="action", description="add"), "wfkit-editor-add-kind"
+            w.Dropdown(
+                options=kinds,
+                value="action",
+                description="add",
+                style={"description_width": "auto"},
+                layout={"width": "11em"},
+            ),
+            "wfkit-editor-add-kind",
         )
         self.add_id = _tagged(
-            w.Text(placeholder="id (blank: generated)", layout={"width": "14em"}),
+            w.Text(placeholder="id (blank: generated)", layout={"width": "12em"}),
             "wfkit-editor-add-id",
         )
         self.add_button = _button("Add node", "wfkit-editor-add", "plus")
@@ -151,14 +203,19 @@ class Editor(StaticPicture, w.VBox):
         self.open_child_button.layout.display = "none"
         self.child_box = _tagged(w.VBox(), "wfkit-editor-child")
         self.child: Editor | None = None
+        auto = {"description_width": "auto"}
         self.connect_source = _tagged(
-            w.Dropdown(description="connect"), "wfkit-editor-connect-source"
+            w.Dropdown(description="connect", style=auto, layout={"width": "16em"}),
+            "wfkit-editor-connect-source",
         )
         self.connect_outlet = _tagged(
-            w.Dropdown(description="outlet", layout={"width": "14em"}),
+            w.Dropdown(description="outlet", style=auto, layout={"width": "11em"}),
             "wfkit-editor-connect-outlet",
         )
-        self.connect_target = _tagged(w.Dropdown(description="to"), "wfkit-editor-connect-target")
+        self.connect_target = _tagged(
+            w.Dropdown(description="to", style=auto, layout={"width": "14em"}),
+            "wfkit-editor-connect-target",
+        )
         self.connect_button = _button("Connect", "wfkit-editor-connect", "link")
         self.problems_view = _tagged(w.HTML(), "wfkit-editor-problems")
         self.status_line = Message("wfkit-editor-status")
@@ -173,8 +230,19 @@ class Editor(StaticPicture, w.VBox):
         self.export_svg_button = self.publish.svg_button
         self.export_png_button = self.publish.png_button
         self.register_button = self.publish.register_button
+        self.run_panel = RunPanel(self.flow, self.publish, self.engine)
+        self.run_button = _button(
+            "Run…",
+            "wfkit-editor-run",
+            "play",
+            tooltip=NO_ENGINE if self.engine is None else "start a run with data from a form",
+            disabled=self.engine is None,
+        )
 
     def _layout(self) -> list[Any]:
+        """Rows that wrap instead of clipping; the graph takes the width, the form sits beside
+        it while there is room for both and below it when there is not."""
+        wrap = {"flex_flow": "row wrap", "align_items": "center", "width": "100%"}
         toolbar = w.HBox(
             [
                 self.add_kind,
@@ -184,20 +252,42 @@ class Editor(StaticPicture, w.VBox):
                 self.undo_button,
                 self.redo_button,
                 self.refresh_button,
+                self.run_button,
                 self.open_child_button,
-            ]
+            ],
+            layout=wrap,
         )
         connect = w.HBox(
-            [self.connect_source, self.connect_outlet, self.connect_target, self.connect_button]
+            [self.connect_source, self.connect_outlet, self.connect_target, self.connect_button],
+            layout=wrap,
         )
-        graph = w.HBox([self.surface, self.form], layout={"align_items": "flex-start"})
+        self.surface.layout = w.Layout(flex="1 1 560px", min_width="0", width="auto")
+        self.form.layout = w.Layout(flex="1 1 22em", min_width="18em", max_width="34em")
+        graph = w.HBox(
+            [self.surface, self.form],
+            layout={"flex_flow": "row wrap", "align_items": "flex-start", "width": "100%"},
+        )
+        graph.add_class("wfkit-editor-main")
+        self.publish.layout = w.Layout(**wrap)
         problems = w.VBox([w.HTML("<b>Problems</b>"), self.problems_view])
-        return [toolbar, self.status_line, graph, connect, problems, self.publish, self.child_box]
+        problems.layout = w.Layout(width="100%", overflow="auto")
+        return [
+            toolbar,
+            self.status_line,
+            graph,
+            connect,
+            problems,
+            self.publish,
+            self.run_panel,
+            self.child_box,
+        ]
 
     def _wire(self) -> None:
         self.surface.observe(self._on_selected, names="selected")
         self.surface.observe(self._on_selected_edge, names="selected_edge")
         self.surface.on_connect(self._on_drag)
+        self.surface.on_drop(self._on_drop)
+        self.surface.on_key(self._on_key)
         self.connect_source.observe(lambda _c: self._offer_outlets(), names="value")
         actions: list[tuple[w.Button, Callable[[], object]]] = [
             (self.form.apply_button, self.apply),
@@ -208,6 +298,7 @@ class Editor(StaticPicture, w.VBox):
             (self.refresh_button, self._refresh_clicked),
             (self.connect_button, self._connect_clicked),
             (self.open_child_button, self.open_child),
+            (self.run_button, self._run_clicked),
         ]
         for button, action in actions:
             button.on_click(lambda _b, action=action: action())
@@ -236,6 +327,9 @@ class Editor(StaticPicture, w.VBox):
         """
         self.problems = self.flow.validate(registry=self.registry, workflows=self._workflows())
         self._redraw()
+        outlets = {str(n): list(declared_outlets(self.graph, n)) for n in self.graph}
+        if outlets != self.surface.outlets:
+            self.surface.outlets = outlets
         self.problems_view.value = problems_html(self.problems)
         self.form.set_activities(self.registry.names())
         self._offer_nodes()
@@ -258,6 +352,7 @@ class Editor(StaticPicture, w.VBox):
             self.surface.svg = ""
             self.status_line.error(str(exc))
         self._drawn = drawn
+        self.surface.layout.flex = f"1 1 {natural_width(self.surface.svg)}px"
 
     def _workflows(self) -> dict[str, dict[int, Any]] | None:
         """The engine's workflows a call may start (id -> version -> data model)."""
@@ -366,31 +461,90 @@ class Editor(StaticPicture, w.VBox):
 
     def add_node(self) -> None:
         """Add a node of the kind in the "add" box, under the typed id or a generated one."""
-        kind = NodeKind(self.add_kind.value)
-        node_id = self.add_id.value.strip() or default_node_id(self.graph, kind)
+        if self.add(self.add_kind.value, self.add_id.value.strip() or None) is not None:
+            self.add_id.value = ""
+
+    def add(self, kind: str, node_id: str | None = None, after: str | None = None) -> str | None:
+        """Add a node of ``kind`` (under ``node_id``, else a generated id) and select it.
+
+        With ``after``, the new node follows that node: through its first free outlet, or, when
+        every outlet is taken, inserted on its first outlet's edge (``after -> new -> old
+        target``). One undoable step; returns the new id, or None (and says why) when refused.
+        """
+        try:
+            node_kind = NodeKind(kind)
+        except ValueError:
+            kinds = ", ".join(k.value for k in NodeKind)
+            self.status_line.error(f"{kind!r} is not a node kind; add one of {kinds}.")
+            return None
+        new = node_id or default_node_id(self.graph, node_kind)
 
         def change() -> str:
-            if find_node(self.graph, node_id) is not None:
+            if find_node(self.graph, new) is not None:
                 raise UsageError(
-                    f"a node called {node_id!r} already exists; type another id, or leave the "
-                    f"id box blank for {default_node_id(self.graph, kind)!r}"
+                    f"a node called {new!r} already exists; type another id, or leave the "
+                    f"id box blank for {default_node_id(self.graph, node_kind)!r}"
                 )
-            self.graph.add_node(node_id, **{keys.KIND: kind.value})
+            link = self._link_after(after, new, node_kind) if after is not None else ""
+            self.graph.add_node(new, **{keys.KIND: node_kind.value})
+            if link:
+                self._apply_link(after, new, node_kind)
             try:
-                validate_node({keys.KIND: kind.value})
+                validate_node({keys.KIND: node_kind.value})
                 todo = ""
             except FormError as exc:
                 todo = f" It still needs settings ({exc}): fill them in and press Apply."
-            return (
-                f"Added {kind.value} node {node_id!r}.{todo} Connect it by dragging from one "
-                "node onto another, or with the connect row."
+            how = link or (
+                " Connect it by dragging from one node onto another, or with the connect row."
             )
+            return f"Added {node_kind.value} node {new!r}.{todo}{how}"
 
-        if self._edit(change):
-            self.add_id.value = ""
-            message = self.status_line.text
-            self.surface.selected = node_id
-            self.status_line.ok(message)
+        if not self._edit(change):
+            return None
+        message = self.status_line.text
+        self.surface.selected = new
+        self.status_line.ok(message)
+        return new
+
+    def _link_after(self, after: str, new: str, kind: NodeKind) -> str:
+        """How the new node will follow ``after`` (refused with a UsageError when it cannot)."""
+        u = find_node(self.graph, after)
+        if u is None:
+            raise UsageError(f"there is no node {after!r} to add after; drop it on another node")
+        declared = declared_outlets(self.graph, u)
+        if not declared:
+            raise UsageError(
+                f"node {after!r} has no outlets (a {self.graph.nodes[u].get(keys.KIND)} node "
+                "ends its path): drop the new node on the background or on another node"
+            )
+        used = used_outlets(self.graph, u)
+        free = [o for o in declared if o not in used]
+        if free:
+            return f" Connected {after!r} -[{free[0]}]-> {new!r}."
+        mine = outlets_of(kind)
+        if not mine:
+            raise UsageError(
+                f"every outlet of {after!r} ({', '.join(declared)}) is connected and a "
+                f"{kind.value} node has no outlet to pass {used[declared[0]]!r} on; delete one "
+                f"of {after!r}'s edges first"
+            )
+        return (
+            f" Inserted it on {after!r} -[{declared[0]}]-> {used[declared[0]]!r} (now "
+            f"{after!r} -[{declared[0]}]-> {new!r} -[{mine[0]}]-> {used[declared[0]]!r})."
+        )
+
+    def _apply_link(self, after: Any, new: str, kind: NodeKind) -> None:
+        u = find_node(self.graph, after)
+        declared = declared_outlets(self.graph, u)
+        used = used_outlets(self.graph, u)
+        free = [o for o in declared if o not in used]
+        if free:
+            self.graph.add_edge(u, new, key=free[0])
+            return
+        outlet, target = declared[0], used[declared[0]]
+        self.graph.remove_edge(u, target, key=outlet)
+        self.graph.add_edge(u, new, key=outlet)
+        self.graph.add_edge(new, target, key=outlets_of(kind)[0])
 
     def apply(self) -> None:
         """Validate the form and write it into the selected node; an invalid one changes nothing."""
@@ -401,7 +555,7 @@ class Editor(StaticPicture, w.VBox):
         try:
             attrs = validate_node(self.form.read()).to_attrs()
         except FormError as exc:
-            self.form.show_error(str(exc))
+            self.form.show_error(exc.lines)
             self.status_line.error(
                 f"Node {node!r} not changed: {exc}. Correct the field and press Apply again."
             )
@@ -453,8 +607,20 @@ class Editor(StaticPicture, w.VBox):
             return
         self.connect(source, outlet, target)
 
-    def _on_drag(self, source: str, target: str) -> None:
-        """A drag in the page from ``source`` onto ``target``: connect a free outlet."""
+    def _on_drop(self, kind: str, after: str | None) -> None:
+        """A palette chip dropped in the page: on the background, or onto node ``after``."""
+        self.add(kind, after=after)
+
+    def _on_key(self, action: str) -> None:
+        """Delete, Ctrl/Cmd+Z or Ctrl/Cmd+Shift+Z pressed while the canvas has focus."""
+        {"delete": self.delete, "undo": self.undo, "redo": self.redo}[action]()
+
+    def _on_drag(self, source: str, target: str, outlet: str | None = None) -> None:
+        """A drag in the page from ``source`` (or from its ``outlet`` handle) onto ``target``:
+        connect that outlet, else the only free one (several free: the connect row asks)."""
+        if outlet is not None:
+            self.connect(source, outlet, target)
+            return
         u = find_node(self.graph, source)
         if u is None or find_node(self.graph, target) is None:
             self.status_line.error(f"{source!r} or {target!r} is not in the graph; try again.")
@@ -562,3 +728,26 @@ class Editor(StaticPicture, w.VBox):
     def register(self) -> None:
         """Register a copy of the edited workflow with the engine as the next version."""
         self.publish.register()
+
+    def _run_clicked(self) -> None:
+        if self.run_panel.is_open:
+            self.run_panel.hide()
+            return
+        self.run_panel.show()
+        self.status_line.ok(
+            f"Fill in the data of a run of {self.flow.id!r} below and press Start run (the "
+            "graph is registered as a new version first when it changed)."
+        )
+
+    def start_run(self) -> Run | None:
+        """Start a run of the edited workflow with the Run panel's data (see
+        :class:`~wfkit.widgets.launcher.RunPanel`); None when refused (the reasons are shown)."""
+        self.run_panel.show()
+        return self.run_panel.start()
+
+    def close(self) -> None:
+        """Stop the monitor of the last run started here, then close the editor's widgets."""
+        self.run_panel.close()
+        if self.child is not None:
+            self.child.close()
+        super().close()

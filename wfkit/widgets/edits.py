@@ -147,7 +147,11 @@ def problems_html(problems: Sequence[Problem]) -> str:
     rows = []
     for p in problems:
         where = f"{p.edge[0]} -[{p.edge[2]}]-> {p.edge[1]}" if p.edge else (p.node or "workflow")
-        colour = "#cc0000" if p.severity == Severity.ERROR else "#e08a00"
+        colour = (
+            "var(--jp-error-color1, #cc0000)"
+            if p.severity == Severity.ERROR
+            else "var(--jp-warn-color1, #e08a00)"
+        )
         rows.append(
             f'<tr class="wfkit-problem wfkit-problem-{p.severity.value}" '
             f'data-node="{html.escape(str(p.node or ""))}" data-code="{html.escape(p.code)}">'

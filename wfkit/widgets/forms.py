@@ -12,7 +12,7 @@ import html
 import json
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
@@ -25,7 +25,14 @@ from pydantic_core import PydanticUndefined
 
 from wfkit.definition import keys
 from wfkit.definition.durations import format_duration
-from wfkit.definition.kinds import KIND_CONFIGS, Node, NodeKind
+from wfkit.definition.field_errors import field_errors
+from wfkit.definition.kinds import (
+    ACTIVITY_KINDS,
+    COMPENSATION_KINDS,
+    KIND_CONFIGS,
+    Node,
+    NodeKind,
+)
 from wfkit.definition.policy import Policy
 
 __all__ = [
@@ -37,18 +44,24 @@ __all__ = [
     "field_spec",
     "format_value",
     "parse_value",
+    "policy_fields",
     "validate_node",
 ]
 
 Shape = Literal["bool", "int", "float", "choice", "duration", "list", "mapping", "number", "text"]
 
 _STYLE = {"description_width": "10em"}
-_LAYOUT = {"width": "28em"}
+_LAYOUT = {"width": "100%", "max_width": "30em"}
 _NONE = "(none)"
 
 
 class FormError(ValueError):
-    """A form value that cannot be read (bad JSON, not a number); the message names the field."""
+    """A form value that cannot be read or does not fit its model; ``lines`` holds one line per
+    problem, each naming its field; the message joins them with ``"; "``."""
+
+    def __init__(self, lines: str | Sequence[str]) -> None:
+        self.lines = [lines] if isinstance(lines, str) else list(lines)
+        super().__init__("; ".join(self.lines))
 
 
 @dataclass(frozen=True)
@@ -213,8 +226,16 @@ class ModelForm(w.VBox):
         self.model = model
         self.specs = {name: field_spec(name, f) for name, f in model.model_fields.items()}
         self.inputs = {name: _input(spec) for name, spec in self.specs.items()}
+        self.visible: tuple[str, ...] = tuple(self.specs)
         super().__init__(children=list(self.inputs.values()), **kwargs)
         self.add_class("wfkit-model-form")
+
+    def show_only(self, names: Iterable[str]) -> None:
+        """Show (and :meth:`read`) only the fields ``names``, in the model's order."""
+        wanted = set(names)
+        self.visible = tuple(n for n in self.specs if n in wanted)
+        for name, box in self.inputs.items():
+            box.layout.display = None if name in wanted else "none"
 
     def load(self, values: Mapping[str, Any]) -> None:
         """Show ``values`` (plain or model data); missing fields show their default."""
@@ -226,28 +247,44 @@ class ModelForm(w.VBox):
         """Every field's value as plain data; :class:`FormError` lists every unreadable one."""
         values: dict[str, Any] = {}
         errors: list[str] = []
-        for name, spec in self.specs.items():
+        for name in self.visible:
+            spec = self.specs[name]
             try:
                 values[name] = parse_value(spec, self.inputs[name].value)
             except FormError as exc:
-                errors.append(str(exc))
+                errors += exc.lines
         if errors:
-            raise FormError("; ".join(errors))
+            raise FormError(errors)
         return values
 
 
-_TAKES_ACTIVITY = (NodeKind.ACTION, NodeKind.DECISION)
-"""Kinds that may name an activity (the Node model refuses one on the others)."""
+_RETRY_FIELDS = ("max_attempts", "attempt_timeout", "retry_delay", "backoff", "max_delay", "jitter")
 
 
-def explain(exc: ValidationError, prefix: str = "") -> str:
-    """A pydantic error as one line per problem: ``field: message``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
+def policy_fields(kind: NodeKind | str) -> tuple[str, ...]:
+    """The policy fields that mean something for a node of ``kind``.
+
+    Retries (``max_attempts``, delays, ``attempt_timeout``) apply to steps that run an activity;
+    ``max_visits`` (loops) and ``on_failure`` (a step that fails for good, docs/semantics.md
+    §5.1) to every node a token passes through; start and end take none.
+
+    Examples
+    --------
+    >>> policy_fields("approval")
+    ('max_visits', 'on_failure')
+    """
+    kind = NodeKind(kind)
+    if kind in (NodeKind.START, NodeKind.END):
+        return ()
+    if kind in ACTIVITY_KINDS:
+        return tuple(Policy.model_fields)
+    return tuple(n for n in Policy.model_fields if n not in _RETRY_FIELDS)
+
+
+def explain(exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> str:
+    """A pydantic error as readable lines joined by ``"; "`` (see
+    :func:`~wfkit.definition.field_errors.field_errors`)."""
+    return "; ".join(field_errors(exc, model, prefix))
 
 
 def validate_node(attrs: Mapping[str, Any]) -> Node:
@@ -260,24 +297,32 @@ def validate_node(attrs: Mapping[str, Any]) -> Node:
             f"kind {attrs.get(keys.KIND)!r} is not a node kind; use one of {kinds}"
         ) from None
     errors: list[str] = []
-    for key, model in ((keys.CONFIG, KIND_CONFIGS[kind]), (keys.POLICY, Policy)):
+    for key, model, prefix in (
+        (keys.CONFIG, KIND_CONFIGS[kind], ""),  # config fields are named as the form labels them
+        (keys.POLICY, Policy, "policy"),
+    ):
         try:
             model.model_validate(attrs.get(key) or {})
         except ValidationError as exc:
-            errors.append(explain(exc, key))
+            errors += field_errors(exc, model, prefix)
     if errors:  # field-level messages read better than the Node model's nested one
-        raise FormError("; ".join(errors))
+        raise FormError(errors)
     try:
         return Node.model_validate(dict(attrs))
     except ValidationError as exc:
-        raise FormError(explain(exc)) from None
+        raise FormError(field_errors(exc, Node)) from None
 
 
 class NodeForm(w.VBox):
-    """The property form of one node: kind, activity, label, config, policy, compensation.
+    """The property form of one node: kind, label, and the fields that kind takes.
 
+    An activity for the kinds that run one (:data:`~wfkit.definition.kinds.ACTIVITY_KINDS`), a
+    compensation for those that may be undone (``COMPENSATION_KINDS``), the kind's config model
+    (``KIND_CONFIGS``) and the policy fields of :func:`policy_fields`; a field the kind does not
+    take is hidden unless the node holds a value for it (then it shows, so it can be cleared).
     :meth:`show` fills it from a node's attributes; :meth:`read` gives the edited attributes
-    (plain data, not yet validated; attributes the form does not show are kept).
+    (plain data, not yet validated; attributes and policy fields the form does not show are
+    kept).
     """
 
     def __init__(self, activities: Iterable[str] = ()) -> None:
@@ -295,10 +340,16 @@ class NodeForm(w.VBox):
         self.compensation = self._combobox("compensation", names)
         self.apply_button = w.Button(description="Apply", button_style="primary", icon="check")
         self.error = w.HTML()
+        self.error_lines: list[str] = []
+        self._loading = False
         self._configs: dict[NodeKind, ModelForm] = {}
-        policy = w.Accordion(children=[self.policy], titles=("policy",))
+        self.policy_box = w.Accordion(
+            children=[self.policy],
+            titles=("policy",),
+            layout={"width": "100%", "max_width": "30em"},
+        )
         self.fields = w.VBox(
-            [self.kind, self.activity, self.label, self.config, policy, self.compensation]
+            [self.kind, self.activity, self.label, self.config, self.policy_box, self.compensation]
         )
         super().__init__([self.title, self.fields, w.HBox([self.apply_button]), self.error])
         self.add_class("wfkit-node-form")
@@ -344,21 +395,29 @@ class NodeForm(w.VBox):
         kind = attrs.get(keys.KIND)
         known = kind in {k.value for k in NodeKind}
         self.show_error("" if known else f"kind {kind!r} is not a node kind; pick one and Apply")
-        if self.kind.value == (kind if known else NodeKind.ACTION.value):
-            self._show_config(NodeKind(self.kind.value))
-        else:
+        self._loading = True  # the node's own values, not a kind change: clear nothing
+        try:
             self.kind.value = kind if known else NodeKind.ACTION.value
+        finally:
+            self._loading = False
         self.activity.value = str(attrs.get(keys.ACTIVITY) or "")
         self.label.value = str(attrs.get(keys.LABEL) or "")
         self.compensation.value = str(attrs.get(keys.COMPENSATION) or "")
         policy = attrs.get(keys.POLICY)
         self.policy.load(policy if isinstance(policy, Mapping) else {})
+        self._show_kind(NodeKind(self.kind.value))
 
-    def show_error(self, text: str) -> None:
-        """Show ``text`` as the form's inline error (empty hides it)."""
+    def show_error(self, text: str | Sequence[str]) -> None:
+        """Show ``text`` (one line, or a line per problem) as the form's inline error; empty
+        hides it."""
+        lines = [text] if isinstance(text, str) else list(text)
+        lines = [line for line in lines if line]
+        self.error_lines = lines
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
         self.error.value = (
-            f'<div class="wfkit-form-error" style="color:#cc0000">{html.escape(text)}</div>'
-            if text
+            '<div class="wfkit-form-error" style="color:var(--jp-error-color1, #cc0000)">'
+            f'<ul style="margin:0.2em 0;padding-left:1.2em">{items}</ul></div>'
+            if lines
             else ""
         )
 
@@ -371,39 +430,62 @@ class NodeForm(w.VBox):
             try:
                 parts[key] = form.read()
             except FormError as exc:
-                errors.append(f"{key}.{exc}")
+                errors += [f"policy.{line}" if key == keys.POLICY else line for line in exc.lines]
         if errors:
-            raise FormError("; ".join(errors))
+            raise FormError(errors)
+        stored = self.shown.get(keys.POLICY)
+        hidden = {
+            k: v
+            for k, v in (stored.items() if isinstance(stored, Mapping) else ())
+            if k not in self.policy.visible
+        }
+        parts[keys.POLICY] = {**hidden, **parts[keys.POLICY]}
         attrs = {k: v for k, v in self.shown.items() if k not in _FORM_KEYS}
         attrs.update(
             {
                 keys.KIND: kind.value,
-                keys.ACTIVITY: self.activity.value.strip() or None,
+                keys.ACTIVITY: self._shown_value(self.activity),
                 keys.LABEL: self.label.value.strip() or None,
-                keys.COMPENSATION: self.compensation.value.strip() or None,
+                keys.COMPENSATION: self._shown_value(self.compensation),
                 **parts,
             }
         )
         return {k: v for k, v in attrs.items() if v is not None}
+
+    @staticmethod
+    def _shown_value(box: w.Combobox) -> str | None:
+        return (box.value.strip() or None) if box.layout.display != "none" else None
 
     def _config_form(self, kind: NodeKind) -> ModelForm:
         if kind not in self._configs:
             self._configs[kind] = ModelForm(KIND_CONFIGS[kind])
         return self._configs[kind]
 
-    def _show_config(self, kind: NodeKind) -> None:
+    def _show_kind(self, kind: NodeKind) -> None:
+        """Show the fields ``kind`` takes, and any other field the shown node holds a value in."""
         form = self._config_form(kind)
         stored = self.shown.get(keys.CONFIG)
         form.load(stored if isinstance(stored, Mapping) else {})
         self.config.children = [form] if form.specs else []
+        for box, kinds in (
+            (self.activity, ACTIVITY_KINDS),
+            (self.compensation, COMPENSATION_KINDS),
+        ):
+            box.layout.display = None if kind in kinds or box.value.strip() else "none"
+        policy = self.shown.get(keys.POLICY)
+        held = set(policy) if isinstance(policy, Mapping) else set()
+        self.policy.show_only({*policy_fields(kind), *(held & set(self.policy.specs))})
+        self.policy_box.layout.display = None if self.policy.visible else "none"
 
     def _on_kind(self, change: dict[str, Any]) -> None:
+        if self._loading:
+            return
         kind = NodeKind(change["new"])
-        self._show_config(kind)
-        if kind not in _TAKES_ACTIVITY:
+        if kind not in ACTIVITY_KINDS:
             self.activity.value = ""
-        if kind != NodeKind.ACTION:
+        if kind not in COMPENSATION_KINDS:
             self.compensation.value = ""
+        self._show_kind(kind)
 
 
 _FORM_KEYS = (

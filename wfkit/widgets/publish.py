@@ -59,7 +59,12 @@ class PublishBar(w.HBox):
     ) -> None:
         self.flow, self.engine, self.status = flow, engine, status
         self._problems, self._on_registered = problems, on_registered
-        self.path = w.Text(value=f"{flow.id}.svg", description="file")
+        self.path = w.Text(  # grows with the row: a path is often longer than a default box
+            value=f"{flow.id}.svg",
+            description="file",
+            style={"description_width": "auto"},
+            layout={"flex": "1 1 40em", "min_width": "16em"},
+        )
         self.path.add_class("wfkit-editor-export-path")
         self.svg_button = _button("Export SVG", "wfkit-editor-export-svg", "download")
         self.png_button = _button("Export PNG", "wfkit-editor-export-png", "download")
@@ -106,24 +111,26 @@ class PublishBar(w.HBox):
             else f"register this graph with the engine as {self.flow.id!r} v{target}"
         )
 
-    def register(self) -> None:
+    def register(self) -> int | None:
         """Register a copy of the workflow as the next version; the workflow takes that number.
 
-        So what the editor holds and what the engine runs under that version agree.
+        So what the editor holds and what the engine runs under that version agree. Returns the
+        version registered, or None (and says why) when refused.
         """
         if self.engine is None:
             self.status.error("No engine: create the editor with Editor(flow, engine=engine).")
-            return
+            return None
         latest, _ = registered_version(self.engine, self.flow.id)
         version = latest + 1 if latest else self.flow.version
         try:
             self.engine.register(self.flow.copy(version=version))
         except WfkitError as exc:
             self.status.error(f"Not registered: {exc}")
-            return
+            return None
         self.flow.version = version
         self._on_registered()
         self.status.ok(
             f"Registered {self.flow.id!r} v{version} ({self.flow.content_hash[:12]}); "
             f"engine.start({self.flow.id!r}, data) now runs it."
         )
+        return version
