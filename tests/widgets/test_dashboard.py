@@ -49,7 +49,7 @@ def test_the_table_lists_every_run_newest_first(board, runs) -> None:
     assert set(listed(board)) == {r.id for r in runs.values()}
     assert listed(board)[0] == runs["later"].id
     assert board.message.text == "4 runs"
-    assert board.titles == ("Runs", "Monitor", "Inbox", "Recovery")
+    assert board.titles == ("Runs", "Monitor", "Inbox (1)", "Recovery (1)")
     assert [o for _label, o in board.workflow.options] == ["", "easy", "hard"]
     assert isinstance(board.children[2], Inbox) and isinstance(board.children[3], Recovery)
 
@@ -118,6 +118,7 @@ def test_opening_the_inbox_and_recovery_tabs_reads_the_engine_again(engine, boar
     assert board.inbox.row(fresh.id, "ok").wait.kind == "approval"
 
     board.inbox.row(fresh.id, "ok").buttons["approve"].click()
+    board.inbox.row(fresh.id, "ok").confirm.yes_button.click()
     engine.run_until_idle()
     board.selected_index = 3
     assert set(board.recovery.rows) == {runs["failed"].id, fresh.id}

@@ -61,7 +61,7 @@ def paid(engine: wf.Engine, acts: Any) -> wf.Run:
 
 
 def test_the_inbox_lists_every_open_wait_and_approval(engine, review, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
 
     assert inbox.summary.value == "2 open: 1 approval, 1 signal wait"
     approval = inbox.row(review.id, "review")
@@ -78,12 +78,14 @@ def test_the_inbox_lists_every_open_wait_and_approval(engine, review, paid) -> N
 def test_approving_with_a_comment_records_actor_and_comment_and_the_run_goes_on(
     engine, acts, review
 ) -> None:
-    inbox = Inbox(engine)
+    inbox = Inbox(engine, refresh_every=None)
     inbox.actor.value = "ana"
     row = inbox.row(review.id, "review")
     row.comment.value = "looks right"
 
     row.buttons["approve"].click()
+    assert events(review, "approval.approved") == []  # asking is not acting
+    row.confirm.yes_button.click()
 
     approved = events(review, "approval.approved")
     assert [(e.node_id, e.actor, e.output["comment"]) for e in approved] == [
@@ -98,11 +100,13 @@ def test_approving_with_a_comment_records_actor_and_comment_and_the_run_goes_on(
 
 
 def test_rejecting_takes_the_rejected_outlet(engine, acts, review) -> None:
-    inbox = Inbox(engine, actor="bo")
+    inbox = Inbox(engine, actor="bo", refresh_every=None)
     row = inbox.row(review.id, "review")
     row.comment.value = "numbers are off"
 
     row.buttons["reject"].click()
+    assert row.confirm.pending == f"Really reject review of run {review.id}?"
+    row.confirm.yes_button.click()
     engine.run_until_idle()
 
     assert review.outputs["review"]["approved"] is False
@@ -113,16 +117,18 @@ def test_rejecting_takes_the_rejected_outlet(engine, acts, review) -> None:
 
 def test_the_actor_defaults_to_the_os_user(engine, review, monkeypatch) -> None:
     monkeypatch.setattr("getpass.getuser", lambda: "os-user")
-    inbox = Inbox(engine)
+    inbox = Inbox(engine, refresh_every=None)
     assert inbox.actor.value == "os-user"
 
-    inbox.row(review.id, "review").buttons["approve"].click()
+    row = inbox.row(review.id, "review")
+    row.buttons["approve"].click()
+    row.confirm.yes_button.click()
 
     assert events(review, "approval.approved")[0].actor == "os-user"
 
 
 def test_without_an_actor_nothing_is_decided(engine, review) -> None:
-    inbox = Inbox(engine, actor="")
+    inbox = Inbox(engine, actor="", refresh_every=None)
     row = inbox.row(review.id, "review")
 
     row.buttons["approve"].click()
@@ -141,7 +147,7 @@ def test_without_an_actor_nothing_is_decided(engine, review) -> None:
     ],
 )
 def test_a_bad_payload_shows_the_error_and_sends_nothing(engine, paid, text, says) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     before = len(paid.history())
     row.payload.value = text
@@ -158,7 +164,7 @@ def test_a_bad_payload_shows_the_error_and_sends_nothing(engine, paid, text, say
 
 
 def test_a_missing_required_field_is_named(engine, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     row.payload.value = '{"amount": 5}'
 
@@ -169,11 +175,13 @@ def test_a_missing_required_field_is_named(engine, paid) -> None:
 
 
 def test_sending_a_fitting_payload_resumes_the_run(engine, acts, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     row.payload.value = '{"amount": "25", "ref": "tx-1"}'
 
     row.buttons["send"].click()
+    assert events(paid, "signal.received") == []
+    row.confirm.yes_button.click()
     engine.run_until_idle()
 
     received = events(paid, "signal.received")
@@ -186,7 +194,7 @@ def test_sending_a_fitting_payload_resumes_the_run(engine, acts, paid) -> None:
 
 
 def test_refresh_picks_up_new_waits_and_keeps_typed_text(engine, acts, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     row.payload.value = '{"amount": 1'  # half typed
     second = engine.start("pay", {"order_id": "o-2"})
@@ -201,12 +209,13 @@ def test_refresh_picks_up_new_waits_and_keeps_typed_text(engine, acts, paid) -> 
 
 
 def test_a_wait_closed_elsewhere_reports_nothing_sent(engine, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     engine.signal("paid", "o-1", {"amount": 3, "ref": "by-api"}, actor="api")
     row.payload.value = '{"amount": 25, "ref": "tx-1"}'
 
     row.buttons["send"].click()
+    row.confirm.yes_button.click()
 
     assert inbox.message.kind == "error"
     assert "nothing was sent" in inbox.message.text
