@@ -179,7 +179,17 @@ def test_approving_in_the_inbox_lets_the_run_continue(voila, page, notebook, scr
     row.locator(".wfkit-inbox-comment input").fill("refund checked against the order")
     screenshot(page.locator(".wfkit-inbox"), "inbox.png")
 
+    row.locator(".wfkit-inbox-approve").click()  # asks first, in the row; No does nothing
+    confirm = row.locator(".wfkit-confirm")
+    expect(confirm.locator(".wfkit-confirm-question")).to_contain_text("Really approve review")
+    expect(confirm.locator(".wfkit-confirm-question")).to_contain_text(
+        "Recorded as approved by ana"
+    )
+    confirm.locator(".wfkit-confirm-no").click()
+    expect(confirm).to_be_hidden()
+    assert notebook.state()["approval"]["status"] == "waiting"
     row.locator(".wfkit-inbox-approve").click()
+    confirm.locator(".wfkit-confirm-yes").click()
     state = notebook.wait_for(
         lambda s: s["approval"]["status"] == "completed", "the approved run completed"
     )
@@ -210,6 +220,8 @@ def test_the_inbox_refuses_a_bad_payload_then_sends_a_good_one(voila, page, note
 
     payload.fill('{"crates": 3}')
     row.locator(".wfkit-inbox-send").click()
+    expect(row.locator(".wfkit-confirm-question")).to_contain_text("Really send signal 'delivery'")
+    row.locator(".wfkit-confirm-yes").click()
     state = notebook.wait_for(
         lambda s: s["signal"]["status"] == "completed", "the signalled run completed"
     )
@@ -348,9 +360,9 @@ def test_the_dashboard_opens_a_run_and_approves_it_from_the_inbox_tab(
     # the Inbox tab: approve; the monitor (kernel side) sees the run complete
     page.locator(".wfkit-dashboard .lm-TabBar-tab", has_text="Inbox").click()
     notebook.wait_for(lambda s: s["tab"] == 2, "the inbox tab selected")
-    page.locator(
-        f".wfkit-inbox-approval.wfkit-run-{css_token(run_id)} .wfkit-inbox-approve"
-    ).click()
+    approval = page.locator(f".wfkit-inbox-approval.wfkit-run-{css_token(run_id)}")
+    approval.locator(".wfkit-inbox-approve").click()
+    approval.locator(".wfkit-confirm-yes").click()
     state = notebook.wait_for(
         lambda s: s["status"] == "completed" and s["monitor_status"].get("review") == "succeeded",
         "the run completed and its monitor showing the review done",

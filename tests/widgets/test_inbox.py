@@ -3,6 +3,8 @@ wait's model before anything is sent; every action is recorded with the actor fi
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from pydantic import BaseModel, Field
 
 import wfkit as wf
 from wfkit.widgets import Inbox
+from wfkit.widgets.workers import NO_WORKER
 
 
 class Payment(BaseModel):
@@ -221,3 +224,140 @@ def test_a_wait_closed_elsewhere_reports_nothing_sent(engine, paid) -> None:
     assert "nothing was sent" in inbox.message.text
     assert [e.actor for e in events(paid, "signal.received")] == ["api"]
     assert inbox.rows == {}
+
+
+# --- every button asks first ------------------------------------------------------------------
+
+
+def test_approve_asks_first_and_no_changes_nothing(engine, review) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    row = inbox.row(review.id, "review")
+    row.comment.value = "fine by me"
+    before = len(review.history())
+
+    row.buttons["approve"].click()
+
+    assert row.confirm.pending == f"Really approve review of run {review.id}?"
+    assert inbox.pending == row.confirm.pending
+    assert row.confirm.layout.display == "flex"
+    assert row.confirm.detail == 'Comment: "fine by me". Recorded as approved by ana.'
+    assert len(review.history()) == before  # asking is not acting
+    assert [w.node_id for w in engine.waiting()] == ["review"]
+
+    row.confirm.no_button.click()
+
+    assert row.confirm.pending is None and row.confirm.layout.display == "none"
+    assert len(review.history()) == before
+    assert review.status == wf.RunStatus.WAITING
+    assert inbox.row(review.id, "review") is row
+
+
+def test_yes_records_what_the_question_showed(engine, review) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    row = inbox.row(review.id, "review")
+    row.comment.value = "as asked"
+    row.buttons["reject"].click()
+    row.comment.value = "typed after the question"  # not what was confirmed
+    inbox.actor.value = "someone else"
+
+    row.confirm.yes_button.click()
+
+    (rejected,) = events(review, "approval.rejected")
+    assert (rejected.actor, rejected.output["comment"]) == ("ana", "as asked")
+
+
+def test_send_asks_first_with_the_payload_and_a_bad_payload_asks_nothing(engine, paid) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    row = inbox.row(paid.id, "paid")
+    row.payload.value = '{"amount": -1, "ref": "x"}'
+
+    row.buttons["send"].click()
+
+    assert row.confirm.pending is None  # refused before any question
+    assert "does not fit Payment" in row.error.text
+
+    row.payload.value = '{"amount": 7, "ref": "tx-7"}'
+    row.buttons["send"].click()
+
+    assert row.confirm.pending == f"Really send signal 'paid' (key o-1) to run {paid.id}?"
+    assert row.confirm.detail == ('Payload: {"amount": 7, "ref": "tx-7"}. Recorded as sent by ana.')
+    assert events(paid, "signal.received") == []
+    row.confirm.yes_button.click()
+    engine.run_until_idle()
+    assert paid.status == wf.RunStatus.COMPLETED and paid.data["amount"] == 7
+
+
+def test_one_question_at_a_time(engine, review, paid) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    approval, signal = inbox.row(review.id, "review"), inbox.row(paid.id, "paid")
+    approval.buttons["approve"].click()
+    signal.payload.value = '{"amount": 1, "ref": "r"}'
+
+    signal.buttons["send"].click()
+
+    assert approval.confirm.pending is None
+    assert signal.confirm.pending is not None
+    assert review.status == paid.status == wf.RunStatus.WAITING
+
+
+# --- live updates and the workers bar ---------------------------------------------------------
+
+
+def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def wfkit_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == name and t.is_alive()]
+
+
+def test_new_waits_appear_and_closed_ones_go_without_refresh(engine, review) -> None:
+    engine.start_workers(threads=1)
+    inbox = Inbox(engine, actor="ana", refresh_every=0.05)
+    assert inbox.live is not None and inbox.live.running
+    row = inbox.row(review.id, "review")
+    row.comment.value = "half typed"
+
+    second = engine.start("review", {"doc": 2})
+
+    wait_until(lambda: (second.id, "review", "approval") in inbox.rows, "the new wait listed")
+    assert inbox.summary.value == "2 open: 2 approvals, 0 signal waits"
+    assert inbox.row(review.id, "review") is row and row.comment.value == "half typed"
+
+    engine.approve(second.id, "review", True, actor="api")  # decided elsewhere
+
+    wait_until(lambda: len(inbox.rows) == 1, "the decided wait gone")
+    assert second.result(timeout=30) == {"doc": 2}
+
+    inbox.close()
+    assert not inbox.live.running
+    assert wfkit_threads("wfkit-inbox") == []
+
+
+def test_approving_with_no_worker_says_so_and_start_workers_moves_the_run_on(
+    engine, acts, review
+) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    assert inbox.workers.layout.display == "none"  # the run waits for a person, not a worker
+    row = inbox.row(review.id, "review")
+
+    row.buttons["approve"].click()
+    row.confirm.yes_button.click()
+
+    assert review.status == wf.RunStatus.RUNNING
+    assert NO_WORKER in inbox.message.text and "Start workers" in inbox.message.text
+    assert inbox.workers.layout.display == "flex" and NO_WORKER in inbox.workers.text.value
+    assert "no worker is running" in review.explain()
+    assert acts.calls == ["prepare"]
+
+    inbox.workers.start_button.click()
+
+    assert engine.workers_running
+    assert review.result(timeout=30) == {"doc": 1}
+    assert acts.calls == ["prepare", "publish"]
+    inbox.refresh()
+    assert inbox.workers.layout.display == "none"

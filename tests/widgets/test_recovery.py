@@ -3,6 +3,7 @@ with the actor; the buttons a run gets depend on why it stopped."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -253,3 +254,37 @@ def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engin
     assert "had already ended (cancelled); nothing was cancelled" in recovery.message.text
     assert len(on_step.history()) == before
     assert [e.actor for e in events(on_step, "run.cancelled")] == ["someone-else"]
+
+
+# --- live updates -----------------------------------------------------------------------------
+
+
+def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_a_run_that_fails_appears_without_refresh_and_a_pending_question_survives(
+    engine, acts, on_step
+) -> None:
+    recovery = Recovery(engine, actor="ana", refresh_every=0.05)
+    row = recovery.row(on_step.id)
+    row.buttons["resume"].click()  # pending while the list updates
+    engine.start_workers(threads=1)
+    acts.add("explode")
+    acts.broken["explode"] = True
+    engine.register(wf.Workflow("bad").start_with("explode", max_attempts=1))
+    failing = engine.start("bad", {})
+
+    wait_until(lambda: failing.id in recovery.rows, "the failed run listed")
+
+    assert recovery.summary.value == "1 suspended, 1 failed"
+    assert recovery.count == 2
+    assert recovery.row(on_step.id) is row  # unchanged: the same row, not rebuilt
+    assert recovery.confirm.pending == f"Really resume run {on_step.id}?"
+    assert on_step.status == wf.RunStatus.SUSPENDED
+    recovery.close()
+    assert recovery.live is not None and not recovery.live.running

@@ -143,6 +143,7 @@ class Confirm(widgets.HBox):
         )
         self.add_class("wfkit-confirm")
         self.pending: str | None = None
+        self.detail = ""  # the smaller text under the pending question
         self._action: Callable[[], Any] | None = None
         self.yes_button.on_click(lambda _b: self.yes())
         self.no_button.on_click(lambda _b: self.no())
@@ -150,6 +151,7 @@ class Confirm(widgets.HBox):
     def ask(self, question: str, action: Callable[[], Any], detail: str = "") -> None:
         """Show ``question`` (and a smaller ``detail``); Yes calls ``action``, No forgets it."""
         self.pending = question
+        self.detail = detail
         self._action = action
         extra = (
             f' <small style="color:var(--jp-ui-font-color2, #555)">{html.escape(detail)}</small>'
@@ -175,6 +177,7 @@ class Confirm(widgets.HBox):
 
     def _reset(self) -> None:
         self.pending = None
+        self.detail = ""
         self._action = None
         self.question.value = ""
         self.layout.display = "none"

@@ -362,7 +362,7 @@ class Inbox(widgets.VBox):
                 self._ask_send(row, actor)
                 return
             comment = row.comment.value.strip() or None
-            said = f' Comment: "{_quoted(comment)}".' if comment else " No comment."
+            said = f'Comment: "{_quoted(comment)}".' if comment else "No comment."
             verb = "approved" if action == "approve" else "rejected"
             row.confirm.ask(
                 f"Really {action} {w.node_id} of run {w.run_id}?",
