@@ -361,3 +361,42 @@ def test_approving_with_no_worker_says_so_and_start_workers_moves_the_run_on(
     assert acts.calls == ["prepare", "publish"]
     inbox.refresh()
     assert inbox.workers.layout.display == "none"
+
+
+def test_a_question_whose_wait_closes_elsewhere_goes_and_says_nothing_was_done(
+    engine, review
+) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    inbox.row(review.id, "review").buttons["approve"].click()
+    engine.approve(review.id, "review", False, actor="api")
+
+    inbox.refresh()
+
+    assert inbox.rows == {} and inbox.pending is None
+    assert inbox.message.kind == "error"
+    assert inbox.message.text == (
+        f"review of run {review.id} is no longer waiting (closed elsewhere); nothing was done"
+    )
+    assert [e.actor for e in events(review, "approval.rejected")] == ["api"]
+
+
+def test_with_engine_workers_an_approval_finishes_the_run_and_shows_no_bar(tmp_path, acts) -> None:
+    acts.noop("prepare", "publish")
+    engine = wf.Engine(tmp_path / "w.duckdb", registry=acts.registry, workers=2)
+    try:
+        engine.register(
+            wf.Workflow("review").start_with("prepare").approval("review").then("publish")
+        )
+        run = engine.start("review", {})
+        engine.run_until_idle()
+        inbox = Inbox(engine, actor="ana", refresh_every=None)
+        row = inbox.row(run.id, "review")
+        row.buttons["approve"].click()
+        row.confirm.yes_button.click()
+
+        assert run.result(timeout=30) == {}
+        assert NO_WORKER not in inbox.message.text
+        assert inbox.workers.layout.display == "none"
+        inbox.close()
+    finally:
+        engine.close()

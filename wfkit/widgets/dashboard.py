@@ -44,6 +44,16 @@ Recovery carry counts: ``dashboard.titles``)."""
 
 _MOVING = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.COMPENSATING)
 
+TAB_CSS = (
+    "<style>"
+    # the tabs take the width of their titles ("Recovery (12)") and wrap to a second line in a
+    # narrow column or side panel, instead of being shrunk into "Recov..."
+    ".wfkit-dashboard > .lm-TabBar{min-height:fit-content;height:auto}"
+    ".wfkit-dashboard > .lm-TabBar > .lm-TabBar-content{flex-wrap:wrap}"
+    ".wfkit-dashboard > .lm-TabBar .lm-TabBar-tab{flex:0 0 auto;min-width:fit-content}"
+    "</style>"
+)
+
 ALL = ""
 """The dropdown value meaning "any"."""
 
@@ -219,6 +229,7 @@ class Dashboard(widgets.Tab):
         self.select.add_class("wfkit-dashboard-select")
         self.runs_tab = widgets.VBox(
             [
+                widgets.HTML(TAB_CSS, layout=widgets.Layout(height="0px", margin="0")),
                 widgets.HBox(
                     [self.status, self.workflow, self.since, self.refresh_button],
                     layout=widgets.Layout(flex_flow="row wrap", align_items="center"),

@@ -243,6 +243,11 @@ class Inbox(widgets.VBox):
                 kept = self.rows.pop(ident, None)
                 rows[ident] = kept if kept is not None else self._row(w)
             for gone in self.rows.values():
+                if gone.confirm.pending:  # asked, then decided elsewhere before Yes
+                    self.message.error(
+                        f"{gone.wait.node_id} of run {gone.wait.run_id} is no longer waiting "
+                        "(closed elsewhere); nothing was done"
+                    )
                 gone.close()
             self.rows = rows
             children = tuple(rows.values())
