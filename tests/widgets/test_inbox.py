@@ -400,3 +400,10 @@ def test_with_engine_workers_an_approval_finishes_the_run_and_shows_no_bar(tmp_p
         inbox.close()
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1, "1s", True])
+def test_a_bad_update_interval_is_refused_before_anything_is_shown(engine, bad) -> None:
+    with pytest.raises(wf.UsageError, match="inbox update interval must be a positive number"):
+        Inbox(engine, actor="ana", refresh_every=bad)
+    assert wfkit_threads("wfkit-inbox") == []

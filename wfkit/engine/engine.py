@@ -97,6 +97,14 @@ class Engine(Operations, Growth, Admission, Retaining):
         ``wf.Retention("30d", archive_to="archive/", every="1h")`` to archive them to Parquet
         first): once when the engine opens, then at most every ``every`` from the writer,
         between its transactions. Off by default.
+    workers : int, optional
+        Start this many background worker threads once the engine is open (what
+        ``engine.start_workers(threads=workers)`` does), so that runs move on by themselves: a
+        notebook's approvals and signals, timers, retries. None (the default) starts none: runs
+        move only in ``run_until_idle()`` or after ``start_workers()``. Workers are never
+        started behind the caller's back (not even in a notebook kernel), so the same code runs
+        the same way in a script, a test and a notebook; the notebook widgets show a run that
+        waits for a worker and offer to start them.
 
     Examples
     --------

@@ -176,6 +176,12 @@ class Dashboard(widgets.Tab):
         limit: int = 500,
         refresh_every: float | None = 1.0,
     ) -> None:
+        # checked first: a bad interval raises before anything is shown
+        self.live = (
+            None
+            if refresh_every is None
+            else Live(self._tick, refresh_every, "dashboard", self._stopped)
+        )
         self.engine = engine
         self.interval = interval
         self.limit = limit
@@ -260,9 +266,6 @@ class Dashboard(widgets.Tab):
             control.observe(lambda _c: self.refresh_runs(), names="value")
         self.select.observe(self._on_pick, names="value")
         self.observe(self._on_tab, names="selected_index")
-        self.live = (
-            Live(self._tick, refresh_every, "dashboard", self._stopped) if refresh_every else None
-        )
         if self.live is not None:
             self.live.start()
 

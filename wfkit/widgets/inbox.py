@@ -195,6 +195,12 @@ class Inbox(widgets.VBox):
     def __init__(
         self, engine: Engine, actor: str | None = None, *, refresh_every: float | None = 1.0
     ) -> None:
+        # checked first: a bad interval raises before anything is shown
+        self.live = (
+            None
+            if refresh_every is None
+            else Live(self.refresh, refresh_every, "inbox", self._stopped)
+        )
         self.engine = engine
         self._lock = threading.RLock()  # the update thread and button clicks take turns
         self.actor = actor_field(actor)
@@ -223,9 +229,6 @@ class Inbox(widgets.VBox):
             ]
         )
         self.add_class("wfkit-inbox")
-        self.live = (
-            Live(self.refresh, refresh_every, "inbox", self._stopped) if refresh_every else None
-        )
         self.refresh()
         if self.live is not None:
             self.live.start()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from wfkit.errors import UsageError
+
 __all__ = ["Live"]
 
 
@@ -36,8 +38,12 @@ class Live:
         name: str,
         on_error: Callable[[Exception], None] = lambda exc: None,
     ) -> None:
-        if interval <= 0:
-            raise ValueError(f"the update interval must be positive seconds, not {interval!r}")
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
+            raise UsageError(
+                f"the {name} update interval must be a positive number of seconds, not "
+                f"{interval!r}: e.g. refresh_every=1, or refresh_every=None to update only on "
+                "Refresh"
+            )
         self.tick = tick
         self.interval = interval
         self.name = name

@@ -146,6 +146,12 @@ class Recovery(widgets.VBox):
         limit: int = 200,
         refresh_every: float | None = 1.0,
     ) -> None:
+        # checked first: a bad interval raises before anything is shown
+        self.live = (
+            None
+            if refresh_every is None
+            else Live(self.refresh, refresh_every, "recovery", self._stopped)
+        )
         self.engine = engine
         self.limit = limit
         self._lock = threading.RLock()  # the update thread and button clicks take turns
@@ -177,9 +183,6 @@ class Recovery(widgets.VBox):
             ]
         )
         self.add_class("wfkit-recovery")
-        self.live = (
-            Live(self.refresh, refresh_every, "recovery", self._stopped) if refresh_every else None
-        )
         self.refresh()
         if self.live is not None:
             self.live.start()
