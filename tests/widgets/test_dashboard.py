@@ -238,3 +238,10 @@ def test_show_in_sidebar_without_sidecar_says_how_to_install_it(board, monkeypat
     with pytest.raises(wf.UsageError, match=r"pip install 'wfkit\[notebook\]'"):
         board.show_in_sidebar()
     assert board.sidecar is None
+
+
+def test_a_bad_update_interval_is_refused(engine) -> None:
+    with pytest.raises(wf.UsageError, match="dashboard update interval must be a positive"):
+        Dashboard(engine, actor="ana", refresh_every=-1)
+    with pytest.raises(wf.UsageError, match="recovery update interval must be a positive"):
+        Recovery(engine, actor="ana", refresh_every=0)

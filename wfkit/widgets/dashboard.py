@@ -434,8 +434,12 @@ class Dashboard(widgets.Tab):
     def close(self) -> None:
         """Stop the update thread and the monitor's, and close every part (and the side
         panel)."""
-        if self.live is not None:
-            self.live.stop()
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.stop()
+        if not hasattr(self, "inbox"):  # refused in __init__: nothing else was built
+            super().close()
+            return
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None

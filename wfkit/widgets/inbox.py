@@ -474,8 +474,12 @@ class Inbox(widgets.VBox):
 
     def close(self) -> None:
         """Stop the update thread and close the widget and its rows."""
-        if self.live is not None:
-            self.live.stop()
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.stop()
+        if not hasattr(self, "rows"):  # refused in __init__: nothing else was built
+            super().close()
+            return
         with self._lock:
             for row in self.rows.values():
                 row.close()
