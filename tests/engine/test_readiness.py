@@ -152,3 +152,24 @@ def test_engine_workers_refuses_what_is_no_thread_count_and_writes_nothing(
         wf.Engine(db_path, clock=clock, workers=bad)
     if not str(db_path).startswith("postgresql"):
         assert not db_path.exists()  # refused before the database was opened
+
+
+def test_the_readme_first_example_with_workers_ends_completed(db_path) -> None:
+    from wfkit.examples import onboarding
+
+    engine = wf.Engine(db_path, workers=2)  # the example's first line
+    try:
+        engine.register(onboarding.flow)
+        run = engine.start(
+            "onboarding", {"customer_id": "c-1", "email": "a@b.c", "needs_approval": True}
+        )
+        engine.run_until_idle()  # with workers: until they have nothing left to do now
+        assert run.status == wf.RunStatus.WAITING
+        assert run.explain().startswith("waiting for signal 'approval' (key c-1)")
+
+        assert engine.signal("approval", "c-1", {"approved": True}) is True
+
+        assert run.result(timeout=30).is_approved is True  # a worker ran the rest
+        assert run.status == wf.RunStatus.COMPLETED and not engine.has_ready_work()
+    finally:
+        engine.close()
