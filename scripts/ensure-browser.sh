@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Make sure a chromium for the browser tests (tests/browser) is installed; install Debian's
-# chromium with apt-get where we can. Playwright drives this system browser: never run
-# `playwright install` (it downloads its own browser build).
+# Make sure a chromium for the browser tests (tests/browser: Voila pages and JupyterLab) is
+# installed; install Debian's chromium with apt-get where we can. Playwright drives this system
+# browser: never run `playwright install` (it downloads its own browser build). JupyterLab,
+# Voila and playwright come from the venv (the `browser` extra); nothing else is needed.
 set -euo pipefail
 CHROMIUM="${WFKIT_CHROMIUM:-/usr/bin/chromium}"
 if [ -x "$CHROMIUM" ]; then

@@ -37,6 +37,7 @@ from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
     ArchiveReport,
+    AttemptInfo,
     CancelResult,
     DefinitionInfo,
     Engine,
@@ -48,6 +49,7 @@ from wfkit.engine import (
     RunInfo,
     RunStatus,
     RunView,
+    StoredCheckpoint,
     Transaction,
     WaitInfo,
 )
@@ -83,6 +85,7 @@ __all__ = [
     "AdmissionError",
     "ArchiveReport",
     "AtLeast",
+    "AttemptInfo",
     "CancelResult",
     "Cancelled",
     "DefinitionError",
@@ -112,6 +115,7 @@ __all__ = [
     "StatementResult",
     "Steps",
     "StoreError",
+    "StoredCheckpoint",
     "Transaction",
     "UsageError",
     "VisitLimitExceeded",

@@ -25,6 +25,7 @@ they fail, so a CI machine can never pass without having run them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -44,6 +45,8 @@ from urllib.parse import quote, urlsplit
 
 import nbformat
 import pytest
+
+from tests.browser.jupyterlab import LabServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Error, Page
@@ -502,3 +505,20 @@ def screenshot(tmp_path: Path) -> Callable[[Any, str], Path]:
         return path
 
     return save
+
+
+# --- JupyterLab -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[LabServer]:
+    """One fresh JupyterLab for the session (tests/browser/jupyterlab.py), serving copies of
+    notebooks/ and running kernels of this venv that import the wfkit checked out here."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        unavailable("jupyterlab is not installed: pip install -e '.[browser]' (or make test)")
+    server = LabServer(home=tmp_path_factory.mktemp("lab"), port=free_port())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

@@ -3,6 +3,8 @@ data document and the event log — and a background thread that follows the run
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import threading
 import time
@@ -38,7 +40,9 @@ def bars(svg: str, outcome: str | None = None) -> list[str]:
 
 def event_rows(monitor: RunMonitor) -> list[str]:
     """The ``data-kind`` of each row of the event log, top to bottom."""
-    return re.findall(r'<tr class="wfkit-event" data-kind="([^"]+)"', monitor.events_html.value)
+    return re.findall(
+        r'<tr class="wfkit-event[^"]*"[^>]* data-kind="([^"]+)"', monitor.events_html.value
+    )
 
 
 @pytest.fixture
@@ -328,3 +332,278 @@ def test_a_timeline_bar_in_a_nested_for_each_names_its_whole_cell(engine, acts, 
     assert sorted(s.loop_path for s in spans) == [(0, 0), (0, 1), (1, 0)]
     svg = unescape(timeline_svg(spans))
     assert "inner attempt 1 (item 0.1)" in svg and "inner attempt 1 (item 1.0)" in svg
+
+
+# --- node details and time travel ----------------------------------------------------------
+
+
+def shown_data(monitor: RunMonitor) -> Any:
+    """The data document the data column shows, parsed."""
+    text = re.search(r'<pre class="wfkit-data"[^>]*>(.*?)</pre>', monitor.data_html.value, re.S)
+    assert text is not None
+    return json.loads(unescape(text[1]))
+
+
+def attempt_sections(monitor: RunMonitor) -> list[dict[str, str]]:
+    """Each attempt of the node details panel: attempt, status, cell and its inner HTML."""
+    found = re.findall(
+        r'<details class="wfkit-attempt-details" data-attempt="(\d+)" data-status="([^"]+)" '
+        r'data-cell="([^"]*)"[^>]*>(.*?)</details>',
+        monitor.node_html.value,
+        flags=re.S,
+    )
+    return [{"attempt": a, "status": s, "cell": c, "html": h} for a, s, c, h in found]
+
+
+def pre(section: str, css: str) -> str | None:
+    found = re.search(rf'<pre class="{css}">(.*?)</pre>', section, re.S)
+    return unescape(found[1]) if found else None
+
+
+class Captured:
+    """The data each attempt found as it started and left as it ended (``ctx.data`` copies)."""
+
+    def __init__(self) -> None:
+        self.started: dict[tuple[str, int, str], Any] = {}
+        self.ended: dict[tuple[str, int, str], Any] = {}
+
+    def wrap(self, body: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def run(ctx: wf.ActivityContext[Any]) -> Any:
+            key = (ctx.node_id, ctx.attempt, ".".join(map(str, ctx.loop_path)))
+            self.started[key] = copy.deepcopy(ctx.data)
+            result = body(ctx)
+            self.ended[key] = copy.deepcopy(ctx.data)
+            return result
+
+        return run
+
+
+def flaky_charge(ctx: wf.ActivityContext[Any]) -> dict[str, Any]:
+    ctx.logger.info("charging %s", ctx.data["card"])
+    ctx.data["charged"] = ctx.attempt
+    if ctx.attempt == 1:
+        ctx.logger.error("gateway said no")
+        raise RuntimeError("card declined by the gateway")
+    return {"receipt": "r-2"}
+
+
+def test_a_click_on_a_node_shows_its_attempts_input_output_traceback_and_logs(
+    engine, acts, monitors
+) -> None:
+    seen = Captured()
+    acts.add("charge", seen.wrap(flaky_charge))
+    acts.add("mail", seen.wrap(lambda ctx: ctx.data.update(mailed=True)))
+    engine.register(wf.Workflow("pay").start_with("charge", max_attempts=2, **NO_WAIT).then("mail"))
+    run = engine.start("pay", {"card": "visa"})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+    assert monitor.node_html.value == "" and monitor.node_html.layout.display == "none"
+
+    monitor.surface.selected = "charge"  # a click on the node in the page
+
+    assert monitor.node_html.layout.display == ""
+    assert 'data-node="charge"' in monitor.node_html.value
+    assert "action · activity charge" in monitor.node_html.value
+    first, second = attempt_sections(monitor)
+    assert (first["attempt"], first["status"]) == ("1", "failed")
+    assert (second["attempt"], second["status"]) == ("2", "succeeded")
+    assert "failed, retried" in first["html"]
+    error = pre(first["html"], "wfkit-node-error")
+    assert error is not None and error.startswith("Traceback (most recent call last)")
+    assert "flaky_charge" in error  # the whole traceback, not its last line
+    assert error.rstrip().endswith("RuntimeError: card declined by the gateway")
+    assert pre(second["html"], "wfkit-node-error") is None
+    assert json.loads(pre(second["html"], "wfkit-node-output") or "") == {"receipt": "r-2"}
+    for section in (first, second):  # the data each attempt started from, as it saw it
+        key = ("charge", int(section["attempt"]), "")
+        assert json.loads(pre(section["html"], "wfkit-node-input") or "") == seen.started[key]
+    assert "gateway said no" in first["html"] and "gateway said no" not in second["html"]
+    assert "charging visa" in first["html"] and "charging visa" in second["html"]
+    times = re.findall(
+        r"(\d\d:\d\d:\d\d\.\d{3}) → (\d\d:\d\d:\d\d\.\d{3}) \(([^)]+)\)", first["html"]
+    )
+    assert len(times) == 1  # start → end (duration)
+
+    monitor.surface.selected = "mail"
+    (only,) = attempt_sections(monitor)
+    assert only["status"] == "succeeded" and "Error" not in only["html"]
+    assert json.loads(pre(only["html"], "wfkit-node-input") or "") == seen.started[("mail", 1, "")]
+    monitor.surface.selected = ""
+    assert monitor.node_html.layout.display == "none"
+
+
+def test_node_details_of_a_for_each_body_are_grouped_per_cell(engine, acts, monitors) -> None:
+    def ship(ctx: wf.ActivityContext[Any]) -> None:
+        ctx.logger.info("shipping %s", ctx.item)
+        if ctx.item == "slow" and ctx.attempt == 1:
+            raise TimeoutError("courier busy")
+        ctx.data["shipped"][ctx.loop_index] = ctx.item
+
+    acts.add("ship", ship)
+    flow = (
+        wf.Workflow("lines")
+        .start_with()
+        .for_each("lines", lambda b: b.then("ship", max_attempts=2, **NO_WAIT))
+    )
+    engine.register(flow)
+    run = engine.start("lines", {"lines": ["a", "slow", "c"], "shipped": [None] * 3})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+
+    monitor.surface.selected = "ship"
+
+    cells = re.findall(r'<div class="wfkit-node-cell" data-cell="(\d+)">', monitor.node_html.value)
+    assert sorted(cells) == ["0", "1", "2"]
+    sections = attempt_sections(monitor)
+    by_cell = {}
+    for s in sections:
+        by_cell.setdefault(s["cell"], []).append((s["attempt"], s["status"]))
+    assert by_cell == {
+        "0": [("1", "succeeded")],
+        "1": [("1", "failed"), ("2", "succeeded")],
+        "2": [("1", "succeeded")],
+    }
+    slow = [s for s in sections if s["cell"] == "1"]
+    assert "TimeoutError: courier busy" in (pre(slow[0]["html"], "wfkit-node-error") or "")
+    assert "shipping slow" in slow[0]["html"] and "shipping slow" in slow[1]["html"]
+    assert "shipping a" not in slow[1]["html"]  # each attempt has its own lines
+
+
+def test_stepping_through_history_shows_the_data_and_statuses_of_each_checkpoint(
+    engine, acts, monitors
+) -> None:
+    seen = Captured()
+    acts.add("charge", seen.wrap(flaky_charge))
+    acts.add("ship", seen.wrap(lambda ctx: ctx.data.update(shipped=True, card=None)))
+    engine.register(wf.Workflow("pay").start_with("charge", max_attempts=2, **NO_WAIT).then("ship"))
+    run = engine.start("pay", {"card": "visa"})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+    stepper = monitor.stepper
+    points = run.checkpoints()
+    assert stepper.live and stepper.slider.max == len(points) - 1
+    assert shown_data(monitor) == run.data  # live
+
+    expected_data = [  # what the activities saw: the data after each checkpoint
+        seen.started[("charge", 1, "")],  # run.started
+        seen.started[("charge", 2, "")],  # step.failed (attempt 1's writes are not kept)
+        seen.ended[("charge", 2, "")],  # step.completed charge
+        seen.ended[("ship", 1, "")],  # step.completed ship, run.completed
+    ]
+    assert [p.kinds[0] for p in points] == [
+        "run.started",
+        "step.failed",
+        "step.completed",
+        "step.completed",
+    ]
+    expected_statuses = [
+        {"charge": "running"},
+        {"charge": "running"},  # attempt 1 failed; attempt 2 (no retry delay) is ready
+        {"charge": "succeeded", "ship": "running"},
+        {"charge": "succeeded", "ship": "succeeded"},
+    ]
+    stepper.go(0)
+    assert not stepper.live and "viewing the past" in stepper.label.value
+    for i, point in enumerate(points):
+        if i:
+            stepper.next_button.click()
+        assert stepper.point == point if i < len(points) - 1 else stepper.point is None
+        assert shown_data(monitor) == expected_data[i]
+        assert shown_data(monitor) == run.data_at(point.seq)
+        assert monitor.surface.status == expected_statuses[i], point
+        current = re.findall(
+            r'<tr class="wfkit-event wfkit-event-current"[^>]* data-seq="(\d+)"',
+            monitor.events_html.value,
+        )
+        assert [int(s) for s in current] == list(range(point.first_seq, point.seq + 1))
+    assert stepper.live  # the newest checkpoint is live again
+    assert stepper.next_button.disabled
+
+    stepper.prev_button.click()
+    stepper.prev_button.click()
+    assert stepper.point == points[1]
+    assert monitor.surface.status == {"charge": "running"}
+    svg = monitor.timeline_html.value  # attempt 1 had failed then, attempt 2 was ready
+    assert (len(bars(svg, "failed")), len(bars(svg, "running")), bars(svg, "succeeded")) == (
+        1,
+        1,
+        [],
+    )
+    monitor.surface.selected = "charge"
+    assert [s["status"] for s in attempt_sections(monitor)] == ["failed"]
+    stepper.live_button.value = True
+    assert stepper.point is None and shown_data(monitor) == run.data
+    assert [s["status"] for s in attempt_sections(monitor)] == ["failed", "succeeded"]
+
+
+def test_a_past_point_stays_while_the_run_goes_on(engine, acts, monitors) -> None:
+    acts.add("prepare", lambda ctx: ctx.data.update(prepared=True))
+    acts.add("finish", lambda ctx: ctx.data.update(finished=True))
+    engine.register(
+        wf.Workflow("gate")
+        .start_with("prepare")
+        .wait_for_signal("go", correlate="k")
+        .then("finish")
+    )
+    run = engine.start("gate", {"k": "1"})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+    assert monitor.surface.status["go"] == "waiting"
+    monitor.stepper.go(0)
+    engine.signal("go", "1", {})
+    engine.run_until_idle()
+    monitor.refresh()
+
+    assert monitor.stepper.slider.max == len(run.checkpoints()) - 1
+    assert monitor.stepper.point == run.checkpoints()[0]
+    assert shown_data(monitor) == {"k": "1"}
+    assert monitor.surface.status == {"prepare": "running"}
+    assert "completed" in monitor.header_html.value  # the status line stays live
+    monitor.stepper.live_button.value = True
+    assert shown_data(monitor) == {"k": "1", "prepared": True, "finished": True}
+
+
+def test_the_status_line_keeps_a_place_for_a_workers_indicator(engine, acts, monitors) -> None:
+    acts.noop("a")
+    engine.register(wf.Workflow("one").start_with("a"))
+    monitor = monitors(engine, engine.start("one", {}))
+    line = monitor.status_line
+    assert line.children == (monitor.header_html, monitor.explain_html, monitor.worker_slot)
+    assert monitor.worker_slot.children == ()
+    assert "wfkit-monitor-workers" in monitor.worker_slot._dom_classes
+    indicator = wf_widgets_label("no worker is running in this kernel")
+    monitor.worker_slot.children = (indicator,)  # what the workers widget does
+    assert monitor.status_line.children[-1].children == (indicator,)
+
+
+def wf_widgets_label(text: str) -> Any:
+    import ipywidgets
+
+    return ipywidgets.HTML(text)
+
+
+def test_the_timeline_text_follows_the_front_ends_theme(engine, acts, monitors) -> None:
+    acts.noop("a")
+    engine.register(wf.Workflow("one").start_with("a"))
+    run = engine.start("one", {})
+    engine.run_until_idle()
+    svg = monitors(engine, run).timeline_html.value
+    row = re.search(r'<text class="wfkit-timeline-row"[^>]*>', svg)
+    title = re.search(r'<text class="wfkit-timeline-title"[^>]*>', svg)
+    assert row is not None and title is not None
+    for tag in (row[0], title[0]):
+        assert 'fill="#222222"' in tag  # for renderers without CSS variables
+        assert 'style="fill:var(--jp-ui-font-color1,#222222)"' in tag
+    assert "var(--jp-ui-font-color2,#555555)" in svg  # tick labels
+    assert "#444" not in svg and 'fill="#666"' not in svg
+
+
+def test_the_data_column_scrolls_inside_its_own_box(engine, acts, monitors) -> None:
+    acts.noop("a")
+    engine.register(wf.Workflow("one").start_with("a"))
+    run = engine.start("one", {"amount": 12345678901234567890, "note": "x" * 300})
+    monitor = monitors(engine, run)
+    tag = re.search(r'<pre class="wfkit-data" style="([^"]*)"', monitor.data_html.value)
+    assert tag is not None
+    assert "white-space:pre;" in tag[1] and "overflow:auto" in tag[1]  # never wraps mid-number
+    assert shown_data(monitor)["amount"] == 12345678901234567890

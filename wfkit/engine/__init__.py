@@ -6,17 +6,20 @@ It imports the definition and store layers, never the API or widgets.
 from __future__ import annotations
 
 from wfkit.engine.admission import DefinitionInfo
+from wfkit.engine.attempts import AttemptInfo
 from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
 from wfkit.engine.logs import LogLine
 from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
+from wfkit.engine.replay import StoredCheckpoint
 from wfkit.engine.retention import ArchiveReport, Retention
 from wfkit.engine.transactions import Transaction
 
 __all__ = [
     "ArchiveReport",
+    "AttemptInfo",
     "CancelResult",
     "Clock",
     "DefinitionInfo",
@@ -29,6 +32,7 @@ __all__ = [
     "RunInfo",
     "RunStatus",
     "RunView",
+    "StoredCheckpoint",
     "SystemClock",
     "Transaction",
     "WaitInfo",

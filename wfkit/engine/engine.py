@@ -41,6 +41,7 @@ from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
 from wfkit.store import open_store
 from wfkit.store.base import Statement
+from wfkit.store.duckdb import holder as duckdb_holder
 
 __all__ = ["Engine"]
 
@@ -65,6 +66,28 @@ def _close_at_exit() -> None:
             engine.close()
         except Exception:  # the process is ending: say what went wrong, close the others
             log.warning("closing %r at exit failed", engine, exc_info=True)
+
+
+def _replace_older(target: str) -> None:
+    """Close the engine of this process that holds the DuckDB file ``target``, if one does.
+
+    A notebook cell that opens an engine runs again: the new engine replaces the old one rather
+    than fail, and two live engines never write one file. The old engine's workers stop after
+    their current attempts first, as on ``close()``; later calls on it say it was replaced.
+    """
+    if target.startswith(("postgresql://", "postgres://")):
+        return  # engines share a PostgreSQL database through leases
+    held = duckdb_holder(target)
+    older = next((e for e in list(_OPEN) if e._store is held and not e._closed), None)
+    if held is None or older is None:
+        return  # free, or held by something that is no engine: the store says so
+    log.info("a new engine on %r replaces the one this process had open on it", target)
+    held.closed_reason = (
+        f"a newer wf.Engine({target!r}) replaced this engine at "
+        f"{time.strftime('%H:%M:%S')} (the cell that opens it ran again?); use the newer "
+        "engine, and make the widgets that held this one again with it"
+    )
+    older.close()
 
 
 class Engine(Operations, Growth, Admission, Retaining):
@@ -147,6 +170,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         self.clock: Clock = clock or SystemClock()
         self.registry = registry if registry is not None else default_registry
         self.max_payload = max_payload
+        _replace_older(self.target)
         self._store = open_store(self.target)
         owner: Ownership = (
             LeasedOwnership(self._store, self.clock.now, parse_duration(lease))
@@ -216,6 +240,8 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._scheduler.release_all()
         self._store.close()
         self._closed = True
+        reason = getattr(self._store, "closed_reason", "engine.close() closed it")
+        self._scheduler.closed_reason = f"the engine on {self.target!r} is closed: {reason}"
         _OPEN.discard(self)
         _WORKING.discard(self)
 
@@ -463,6 +489,7 @@ class Engine(Operations, Growth, Admission, Retaining):
     ) -> Callable[[Writer], list[str]]:
         """Check documents before anything is queued (AdmissionError writes nothing); return
         the command that adds the runs to the writer's batch."""
+        self._scheduler.refuse_closed()
         flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
         self._gate.check_active(flow)
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
@@ -523,6 +550,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         With ``timeout`` (seconds) it also waits for timers due within that time (real clock).
         """
         self._scheduler.refuse_in_block("engine.run_until_idle()")
+        self._scheduler.refuse_closed()
         self._scheduler.run_until_idle(timeout)
 
     def start_workers(self, threads: int = 4, queues: Iterable[str] | None = None) -> None:
@@ -547,6 +575,7 @@ class Engine(Operations, Growth, Admission, Retaining):
             name that is not a non-empty string.
         """
         self._scheduler.refuse_in_block("engine.start_workers()")
+        self._scheduler.refuse_closed()
         served = served_queues(queues)
         self._scheduler.start(threads, served)
         _WORKING.add(self)

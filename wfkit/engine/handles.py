@@ -7,12 +7,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node
+from wfkit.engine import replay
+from wfkit.engine.attempts import AttemptInfo, attempts_of
 from wfkit.engine.logs import LogLine
 from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
 from wfkit.engine.records import Event, RunStatus, RunView
+from wfkit.engine.replay import StoredCheckpoint, event_statuses, statuses_at, token_status
 from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
+from wfkit.engine.vocabulary import NodeStatus, TokenState
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
 
 if TYPE_CHECKING:
@@ -156,6 +159,83 @@ class Run:
         """Every event of the run, oldest first."""
         return self._engine._history(self.id)
 
+    def attempts(self, node_id: str | None = None) -> list[AttemptInfo]:
+        """Every ended attempt of the run's steps and compensations (of ``node_id`` only, when
+        given), in the order their ends were recorded: number, start, end, status, error text
+        with its traceback, output, for_each cell and ``input_seq`` (``run.data_at(input_seq)``
+        is the data document the attempt started from).
+
+        Raises
+        ------
+        UsageError
+            ``node_id`` is not a node of the run's workflow.
+        """
+        if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
+            raise UsageError(
+                f"run {self.id} has no node {node_id!r}; pass one of its node ids "
+                "(run.workflow.graph.nodes) or None for every node"
+            )
+        return attempts_of(self.history(), self.checkpoints(), node_id)
+
+    def checkpoints(self) -> list[StoredCheckpoint]:
+        """The run's stored checkpoints, oldest first: each is the events one store transaction
+        recorded for the run (``seq`` is its last event's number), for stepping through its
+        history with :meth:`data_at`.
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> reg = wf.ActivityRegistry()
+        >>> reg.register("docs.count", lambda ctx: ctx.data.update(n=ctx.data["n"] + 1))
+        >>> engine = wf.Engine(":memory:", registry=reg)
+        >>> _ = engine.register(wf.Workflow("count", 1).start_with("docs.count"))
+        >>> run = engine.start("count", {"n": 1})
+        >>> engine.run_until_idle()
+        >>> [c.label for c in run.checkpoints()]
+        ['#1 run.started', '#3 run.completed (+1 more)']
+        >>> [run.data_at(c.seq) for c in run.checkpoints()]
+        [{'n': 1}, {'n': 2}]
+        >>> engine.close()
+        """
+        return replay.checkpoints(self._engine, self.id)
+
+    def data_at(self, seq: int) -> dict[str, Any]:
+        """The data document as the engine had it after the checkpoint that recorded event
+        ``seq`` (0: the run's input), rebuilt from the stored JSON Patches: a plain JSON
+        document, a fresh copy on every call. Only what is stored counts: with a ``durability``
+        other than ``"step"``, checkpoints not written yet are not there.
+
+        Raises
+        ------
+        UsageError
+            ``seq`` is not an integer between 0 and the run's last event.
+        """
+        return replay.data_at(self._engine, self.id, seq)
+
+    def tokens_at(self, seq: int) -> dict[str, dict[str, Any]]:
+        """Where each token stood after the checkpoint that recorded event ``seq``: token id ->
+        ``node``, ``st`` (ready, retry, wait, timer, suspended...), ``att`` (attempt).
+
+        Raises
+        ------
+        UsageError
+            ``seq`` is not an integer between 0 and the run's last event.
+        """
+        return replay.tokens_at(self._engine, self.id, seq)
+
+    def node_statuses_at(self, seq: int) -> dict[str, str]:
+        """The status of the run's nodes as it was after the checkpoint that recorded event
+        ``seq``, from the events up to it and the tokens then (never ``blocked`` or
+        ``skipped``: those depend on the processes running now and on the run's end).
+
+        Raises
+        ------
+        UsageError
+            ``seq`` is not an integer between 0 and the run's last event.
+        """
+        tokens = self.tokens_at(seq)
+        return statuses_at([e for e in self.history() if e.seq <= seq], tokens)
+
     def result(self, timeout: float | None = 30.0) -> Any:
         """Wait until the run ends and return its data; raise ``WorkflowFailed`` if it failed.
 
@@ -193,39 +273,7 @@ class Run:
         is ``skipped`` too; while it is in flight, nodes not reached yet are absent. Nodes it
         reached that have no status of their own (start, end) are absent.
         """
-        statuses: dict[str, str] = {}
-        named: set[str] = set()
-        for event in self.history():
-            node = event.node_id
-            if node is None:
-                continue
-            named.add(node)
-            if event.kind in (
-                EventKind.STEP_COMPLETED,
-                EventKind.DECISION_TAKEN,
-                EventKind.SIGNAL_RECEIVED,
-                EventKind.APPROVAL_APPROVED,
-                EventKind.APPROVAL_REJECTED,
-                EventKind.TIMER_FIRED,
-                EventKind.JOIN_COMPLETED,
-                EventKind.PARALLEL_FORKED,
-                EventKind.FOR_EACH_STARTED,
-                EventKind.CALL_COMPLETED,
-            ):
-                statuses[node] = NodeStatus.SUCCEEDED.value
-            elif event.kind in (
-                EventKind.STEP_FAILED,
-                EventKind.STEP_CRASHED,
-                EventKind.BRANCH_FAILED,
-                EventKind.JOIN_PARTIAL,
-                EventKind.RUN_FAILED,
-                EventKind.CALL_FAILED,
-            ):
-                statuses[node] = NodeStatus.FAILED.value
-            elif event.kind == EventKind.COMPENSATION_COMPLETED:
-                statuses[node] = NodeStatus.COMPENSATED.value
-            elif event.kind == EventKind.COMPENSATION_SKIPPED:
-                statuses[node] = NodeStatus.SKIPPED.value
+        statuses, named = event_statuses(self.history())
         state = self._engine._state(self.id)
         if RunStatus(state.status).terminal:
             for node in _unreached(state, named):
@@ -236,18 +284,7 @@ class Run:
             ):
                 statuses[token["node"]] = NodeStatus.BLOCKED.value
                 continue
-            if "comp" in token:
-                statuses[token["node"]] = NodeStatus.COMPENSATING.value
-                continue
-            statuses[token["node"]] = {
-                TokenState.READY: NodeStatus.RUNNING.value,
-                TokenState.WAIT: NodeStatus.WAITING.value,
-                TokenState.TIMER: NodeStatus.WAITING.value,
-                TokenState.RETRY: NodeStatus.RETRYING.value,
-                TokenState.RUN_RETRY: NodeStatus.RETRYING.value,
-                TokenState.SUSPENDED: NodeStatus.FAILED.value,
-                TokenState.CANCELLING: NodeStatus.CANCELLING.value,
-            }.get(token["st"], statuses.get(token["node"], NodeStatus.RUNNING.value))
+            statuses[token["node"]] = token_status(token, statuses.get(token["node"]))
         return statuses
 
 

@@ -145,6 +145,7 @@ class Scheduler:
         self._waiting: deque[Command[Any]] = deque()  # callers' commands not yet run
         # threads inside an `engine.transaction()` block: their own commands are refused
         self.blocks: set[int] = set()
+        self.closed_reason: str | None = None  # set by engine.close(): what its callers are told
         self._last_callers = 0  # commands the writer thread's last round carried
         self.chore: Chore | None = None  # run after a round's commit when due
         writer.wake_hook = self.wake
@@ -298,6 +299,7 @@ class Scheduler:
     ) -> T:
         """Run ``fn`` in the next group commit and return its value once it is durable."""
         self.refuse_in_block(WRITES)
+        self.refuse_closed()
         command: Command[T] = Command(fn, alone, signal)
         self._waiting.append(command)
         if self._threads and threading.current_thread() not in self._threads:
@@ -325,6 +327,7 @@ class Scheduler:
         """:meth:`submit` for an asyncio caller: awaits the writer thread's round without
         holding a thread (without workers, the blocking path runs on a thread)."""
         self.refuse_in_block(WRITES)
+        self.refuse_closed()
         if not self._threads:
             return await asyncio.to_thread(self.submit, fn, alone=alone, signal=signal)
         loop = asyncio.get_running_loop()
@@ -345,6 +348,11 @@ class Scheduler:
             self._run_left()
         await ready
         return command.outcome()
+
+    def refuse_closed(self) -> None:
+        """Raise UsageError, saying why, once the engine is closed."""
+        if self.closed_reason is not None:
+            raise UsageError(self.closed_reason)
 
     def refuse_in_block(self, what: str) -> None:
         """Raise UsageError on a thread inside an ``engine.transaction()`` block: the engine's

@@ -42,7 +42,7 @@ _VALUE_ERRORS = (
     OverflowError,
 )
 
-__all__ = ["DuckDBSession", "DuckDBStore"]
+__all__ = ["DuckDBSession", "DuckDBStore", "holder"]
 
 _CONFLICT_RETRIES = 8
 
@@ -53,6 +53,15 @@ _OPEN: weakref.WeakValueDictionary[str, DuckDBStore] = weakref.WeakValueDictiona
 _OPEN_LOCK = threading.Lock()
 _UMASK_LOCK = threading.Lock()  # the umask is the process's: one store changes it at a time
 _PRIVATE_UMASK = 0o077
+
+
+def holder(path: str | Path) -> DuckDBStore | None:
+    """The open store of this process on the DuckDB file ``path``, if any (never ``:memory:``)."""
+    if str(path) == ":memory:":
+        return None
+    with _OPEN_LOCK:
+        found = _OPEN.get(os.path.realpath(path))
+    return found if found is not None and not found._closed else None
 
 
 class DuckDBStore:
@@ -66,6 +75,8 @@ class DuckDBStore:
 
     _closed: bool
     shared = False  # one process owns a DuckDB file
+    closed_reason: str
+    """Why the store is closed, for the error a later use of it raises."""
 
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)
@@ -81,6 +92,7 @@ class DuckDBStore:
             if self._key:
                 _OPEN[self._key] = self
         self._closed = False
+        self.closed_reason = f"engine.close() closed it; open it again with wf.Engine({self.url!r})"
         try:
             self._conn = self._connect()
         except duckdb.IOException as exc:
@@ -172,6 +184,12 @@ class DuckDBStore:
             self._closed = True
             self._forget()
 
+    def _refuse_closed(self) -> None:
+        if self._closed:
+            raise StoreError(
+                f"this engine's DuckDB file {self.url!r} is closed: {self.closed_reason}"
+            )
+
     def _forget(self) -> None:
         with _OPEN_LOCK:
             if self._key and _OPEN.get(self._key) is self:
@@ -182,6 +200,7 @@ class DuckDBStore:
         work = [s for s in statements if s.rows]
         if not work:
             return []
+        self._refuse_closed()
         session = self._session
         if session is not None and session.thread == threading.get_ident():
             return session.write(work)  # inside the caller's transaction: no retries
@@ -240,6 +259,7 @@ class DuckDBStore:
     def atomically(self, work: Callable[[InTransaction], T]) -> T:
         """Run ``work`` in one transaction on the store's connection (under its lock)."""
         with self._lock:
+            self._refuse_closed()
             conn = self._conn
             try:
                 self._guard_wal()
@@ -261,6 +281,7 @@ class DuckDBStore:
         """Open a caller's transaction on the engine's connection: until it ends, this thread's
         writes and queries run inside it and other threads' wait (see
         :mod:`wfkit.store.sessions`)."""
+        self._refuse_closed()
         return DuckDBSession(self)
 
     def adopt(self, connection: Any) -> DuckDBSession:
@@ -273,6 +294,7 @@ class DuckDBStore:
 
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""
+        self._refuse_closed()
         try:
             with self._lock:
                 return self._conn.execute(query(name), list(params)).fetchall()
@@ -281,6 +303,7 @@ class DuckDBStore:
 
     def sql(self, text: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Run a user's SQL on its own cursor; returns a DuckDB relation (``.df()``...)."""
+        self._refuse_closed()
         try:
             with self._lock:
                 cursor = self._conn.cursor()

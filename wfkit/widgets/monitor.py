@@ -1,16 +1,28 @@
 """``RunMonitor``: one run, live — status colours on the graph, for_each progress, the explain
-line, a timeline of attempts, the data document, the event log and the activities' log lines.
+line, a timeline of attempts, the data document, the event log and the activities' log lines;
+a click on a node shows its attempts (input, output, error with traceback, log lines), and a
+stepper goes back through the run's stored checkpoints to show the run as it was at each.
 
 The picture is drawn once; live status is a dict of CSS classes on the :class:`GraphSurface`, so
 updates never re-run the layout. A daemon thread polls the engine every ``interval`` seconds
 (a busy notebook cell processes no widget messages, so a loop in a cell could not do this) and
 touches a trait only when its value changed.
 
-CSS hooks: ``wfkit-monitor`` (the whole widget), ``wfkit-monitor-header``,
-``wfkit-monitor-explain``, ``wfkit-monitor-graph`` (the surface), ``wfkit-monitor-progress``,
-``wfkit-monitor-timeline``, ``wfkit-monitor-data``, ``wfkit-monitor-events`` (rows are
-``tr.wfkit-event``), ``wfkit-monitor-logs`` (the lines activities logged through ``ctx.logger``;
-rows are ``tr.wfkit-log``), ``wfkit-monitor-error``.
+Stepping through history (``monitor.stepper``, a :class:`~wfkit.widgets.stepper.HistoryStepper`):
+at a past checkpoint the graph shows the node statuses as they were then
+(``run.node_statuses_at``), the data column the document rebuilt from the stored patches
+(``run.data_at``), the timeline and the node details what had happened by then, and the event
+log marks the checkpoint's events; ``live`` follows the run again.
+
+CSS hooks: ``wfkit-monitor`` (the whole widget), ``wfkit-monitor-status`` (the status line:
+``wfkit-monitor-header``, ``wfkit-monitor-explain`` and ``wfkit-monitor-workers``, the place
+kept for a workers indicator, see :attr:`RunMonitor.worker_slot`), ``wfkit-monitor-graph`` (the
+surface), ``wfkit-monitor-node`` (the selected node's details, see
+:mod:`wfkit.widgets.node_details`), ``wfkit-stepper``, ``wfkit-monitor-progress``,
+``wfkit-monitor-timeline``, ``wfkit-monitor-data`` (its ``pre.wfkit-data`` scrolls inside its
+own box), ``wfkit-monitor-events`` (rows are ``tr.wfkit-event``, the current checkpoint's
+``tr.wfkit-event-current``), ``wfkit-monitor-logs`` (the lines activities logged through
+``ctx.logger``; rows are ``tr.wfkit-log``), ``wfkit-monitor-error``.
 """
 
 from __future__ import annotations
@@ -18,234 +30,57 @@ from __future__ import annotations
 import html
 import json
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as widgets
 
-from wfkit.definition.kinds import NodeKind
 from wfkit.definition.rendering import RenderingUnavailable
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import Engine, Event, LogLine, Run, RunStatus
+from wfkit.engine import Engine, Event, LogLine, Run, RunStatus, StoredCheckpoint
+from wfkit.engine.attempts import attempts_of
 from wfkit.engine.records import RunView
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.replay import documents_at, statuses_at
 from wfkit.widgets.confirm import Message
+from wfkit.widgets.event_log import events_html, logs_html
+from wfkit.widgets.node_details import node_details_html
+from wfkit.widgets.progress import LoopProgress, loop_progress, progress_html
+from wfkit.widgets.stepper import HistoryStepper
 from wfkit.widgets.surface import GraphSurface
 from wfkit.widgets.timeline import spans_of, timeline_svg
 
-__all__ = ["LoopProgress", "RunMonitor", "logs_html", "loop_progress"]
+__all__ = ["LoopProgress", "RunMonitor", "events_html", "logs_html", "loop_progress"]
 
-_SUCCESS = (
-    EventKind.STEP_COMPLETED,
-    EventKind.DECISION_TAKEN,
-    EventKind.SIGNAL_RECEIVED,
-    EventKind.APPROVAL_APPROVED,
-    EventKind.APPROVAL_REJECTED,
-    EventKind.TIMER_FIRED,
-    EventKind.JOIN_COMPLETED,
-)
 _STATUS_COLOURS = {
-    "completed": "#2e7d32",
-    "failed": "#c62828",
-    "cancelled": "#616161",
-    "suspended": "#ef6c00",
+    "completed": "var(--jp-success-color1, #2e7d32)",
+    "failed": "var(--jp-error-color1, #c62828)",
+    "cancelled": "var(--jp-ui-font-color2, #616161)",
+    "suspended": "var(--jp-warn-color1, #ef6c00)",
     "compensating": "#8e24aa",
-    "waiting": "#f9a825",
+    "waiting": "var(--jp-warn-color1, #f9a825)",
 }
+_FIT = (  # an HTML widget's content shrinks to the widget, so wide content scrolls inside it
+    "<style>.wfkit-monitor .widget-html-content{min-width:0;max-width:100%}</style>"
+)
+_BOX = (
+    "font-size:12px;margin:0;line-height:1.35;white-space:pre;overflow:auto;max-height:32em;"
+    "max-width:100%;box-sizing:border-box;padding:4px 6px;"
+    "font-family:var(--jp-code-font-family,monospace);"
+    "background:var(--jp-layout-color2,#f5f5f5);color:var(--jp-content-font-color1,#222);"
+    "border:1px solid var(--jp-border-color2,#ddd);border-radius:3px"
+)
 
 
-# --- for_each progress ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoopProgress:
-    """How far the items of one for_each node got: ``37/50, 2 failed``."""
-
-    node_id: str
-    total: int
-    done: int
-    failed: int
-    in_progress: int = 0
-    steps: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Per body node: (items that completed it, items that failed it for good)."""
-
-    @property
-    def text(self) -> str:
-        """``"37/50, 2 failed"`` (and ``", 3 in progress"`` while items are under way)."""
-        return _count_text(self.done, self.total, self.failed, self.in_progress)
-
-
-def _count_text(done: int, total: int, failed: int, in_progress: int = 0) -> str:
-    text = f"{done}/{total}"
-    if failed:
-        text += f", {failed} failed"
-    if in_progress:
-        text += f", {in_progress} in progress"
-    return text
-
-
-def _body(workflow: Workflow, fork: str, join: str | None) -> tuple[set[str], set[str]]:
-    """The nodes of a for_each body, and those of them that lead into its join."""
-    G = workflow.graph
-    stack = [v for _, v, k in G.out_edges(fork, keys=True) if k == "each"]
-    body: set[str] = set()
-    while stack:
-        n = stack.pop()
-        if n in body or n in (fork, join):
-            continue
-        body.add(n)
-        stack += list(G.successors(n))
-    lasts = {n for n in body if join is not None and G.has_edge(n, join)}
-    return body, lasts
-
-
-def _joins(workflow: Workflow) -> dict[str, str]:
-    joins: dict[str, str] = {}
-    for n in workflow.graph.nodes:
-        node = workflow.node(n)
-        if node.kind == NodeKind.JOIN:
-            joins[node.config.fork] = n
-    return joins
-
-
-def loop_progress(
-    workflow: Workflow,
-    history: Sequence[Event],
-    tokens: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[LoopProgress]:
-    """Item progress of every for_each node the run has started, from its history.
-
-    The total is the ``items`` of the node's ``for_each.started`` events; an item is done when
-    its branch completed a step that leads into the join, failed when the join recorded its
-    ``branch.failed``; per body node, ``step.completed`` and final ``step.failed`` events (those
-    that schedule no retry) count items. ``tokens`` (node and status per token) adds the items
-    in flight.
-    """
-    joins = _joins(workflow)
-    result = []
-    for fork in [n for n in workflow.graph.nodes if workflow.node(n).kind == NodeKind.FOR_EACH]:
-        starts = [e for e in history if e.kind == EventKind.FOR_EACH_STARTED and e.node_id == fork]
-        if not starts:
-            continue
-        join = joins.get(fork)
-        body, lasts = _body(workflow, fork, join)
-        total = sum(int((e.detail or {}).get("items", 0)) for e in starts)
-        done: set[str | None] = set()
-        failed = 0
-        completed: dict[str, set[str | None]] = {n: set() for n in body}
-        failures: dict[str, set[str | None]] = {n: set() for n in body}
-        for e in history:
-            if e.node_id in body:
-                if e.kind == EventKind.STEP_COMPLETED:
-                    completed[e.node_id].add(e.token)
-                elif e.kind == EventKind.STEP_FAILED and "retry_in_s" not in (e.detail or {}):
-                    failures[e.node_id].add(e.token)
-                if e.kind in _SUCCESS and e.node_id in lasts:
-                    done.add(e.token)
-            elif e.kind == EventKind.BRANCH_FAILED and e.node_id == join and join is not None:
-                failed += 1
-        in_progress = sum(
-            1 for t in (tokens or {}).values() if t.get("node") in body and not t.get("comp")
-        )
-        steps = {n: (len(completed[n]), len(failures[n])) for n in sorted(body)}
-        result.append(LoopProgress(fork, total, len(done), failed, in_progress, steps))
-    return result
-
-
-def progress_html(progress: Sequence[LoopProgress]) -> str:
-    """The progress lines as HTML (empty when the run has no for_each)."""
-    lines = []
-    for p in progress:
-        steps = "".join(
-            f'<li class="wfkit-progress-step" data-node="{html.escape(n)}">'
-            f"{html.escape(n)}: {_count_text(c, p.total, f)}</li>"
-            for n, (c, f) in p.steps.items()
-        )
-        lines.append(
-            f'<div class="wfkit-progress" data-node="{html.escape(p.node_id)}">'
-            f"<b>for_each {html.escape(p.node_id)}</b>: "
-            f'<span class="wfkit-progress-text">{html.escape(p.text)}</span>'
-            f'<ul style="margin:0">{steps}</ul></div>'
-        )
-    return "".join(lines)
-
-
-# --- event log ----------------------------------------------------------------------------------
-
-
-def events_html(history: Sequence[Event], limit: int = 50, node: str | None = None) -> str:
-    """The last ``limit`` events (of ``node`` only, when given) as an HTML table, newest last."""
-    chosen = [e for e in history if node is None or e.node_id == node][-limit:]
-    head = "".join(
-        f"<th>{h}</th>" for h in ("#", "at", "event", "node", "attempt", "actor", "error / detail")
+def _column(title: str, body: widgets.Widget) -> widgets.VBox:
+    """A column of the data/events row that shrinks with the page (its content scrolls)."""
+    return widgets.VBox(
+        [widgets.HTML(f"<b>{title}</b>"), body],
+        layout=widgets.Layout(flex="1 1 480px", min_width="0", overflow="auto"),
     )
-    rows = []
-    for e in chosen:
-        error = (e.error or "").strip()
-        last = error.splitlines()[-1] if error else ""
-        detail = last or (json.dumps(e.detail, default=str) if e.detail else "")
-        cells = (
-            str(e.seq),
-            f"{e.at:%H:%M:%S}",
-            e.kind,
-            e.node_id or "",
-            "" if e.attempt is None else str(e.attempt),
-            e.actor or "",
-        )
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-        rows.append(
-            f'<tr class="wfkit-event" data-kind="{html.escape(e.kind)}">{tds}'
-            f'<td title="{html.escape(error)}">{html.escape(_clip(detail, 120))}</td></tr>'
-        )
-    scope = f" of {html.escape(node)}" if node else ""
-    caption = f"<caption style='text-align:left'>last {len(chosen)} events{scope}</caption>"
-    return (
-        "<style>.wfkit-events td,.wfkit-events th{padding:1px 6px;text-align:left;line-height:1.35}"
-        "</style>"
-        '<table class="wfkit-events" style="font-size:12px;border-collapse:collapse">'
-        f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def logs_html(lines: Sequence[LogLine], limit: int = 50, node: str | None = None) -> str:
-    """The last ``limit`` log lines (of ``node`` only, when given) as an HTML table, newest
-    last; a long message is clipped, its whole text in the row's tooltip."""
-    chosen = [line for line in lines if node is None or line.node_id == node][-limit:]
-    head = "".join(f"<th>{h}</th>" for h in ("at", "level", "node", "attempt", "message"))
-    rows = []
-    for line in chosen:
-        cell = ".".join(str(i) for i in line.loop_path)
-        where = line.node_id + (f" [{cell}]" if cell else "")
-        if line.activity and line.activity != line.node_id:
-            where += f" ({line.activity})"
-        cells = (f"{line.at:%H:%M:%S}", line.level, where, str(line.attempt))
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-        rows.append(
-            f'<tr class="wfkit-log" data-level="{html.escape(line.level)}" '
-            f'data-node="{html.escape(line.node_id)}">{tds}'
-            f'<td title="{html.escape(line.message)}" style="white-space:pre-wrap">'
-            f"{html.escape(_clip(line.message, 300))}</td></tr>"
-        )
-    scope = f" of {html.escape(node)}" if node else ""
-    caption = f"<caption style='text-align:left'>last {len(chosen)} log lines{scope}</caption>"
-    return (
-        "<style>.wfkit-logs td,.wfkit-logs th{padding:1px 6px;text-align:left;line-height:1.35;"
-        "vertical-align:top}</style>"
-        '<table class="wfkit-logs" style="font-size:12px;border-collapse:collapse">'
-        f"{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# --- the widget ---------------------------------------------------------------------------------
 
 
 class RunMonitor(widgets.VBox):
-    """Watch one run live: graph colours, item progress, explain line, timeline, data, events.
+    """Watch one run live: graph colours, item progress, explain line, timeline, data, events;
+    click a node for its attempts; step back through the run's checkpoints.
 
     Parameters
     ----------
@@ -264,6 +99,16 @@ class RunMonitor(widgets.VBox):
         Stop polling once the run completed, failed or was cancelled (after a last update);
         ``False`` polls until :meth:`close`.
 
+    Attributes
+    ----------
+    worker_slot : ipywidgets.Box
+        The end of the status line, kept for a small indicator of who drives the run (for
+        example whether a worker runs in this kernel): ``monitor.worker_slot.children =
+        (indicator,)``. Empty by default.
+    stepper : HistoryStepper
+        Chooses the checkpoint shown (``stepper.go(i)``; ``stepper.live_button.value = True``
+        to follow the run again).
+
     Examples
     --------
     >>> import wfkit as wf
@@ -277,6 +122,9 @@ class RunMonitor(widgets.VBox):
     >>> monitor = RunMonitor(engine, run, autostart=False)
     >>> monitor.surface.status
     {'docs.step': 'succeeded'}
+    >>> monitor.stepper.go(0)  # back to the run's first checkpoint
+    >>> monitor.surface.status
+    {'docs.step': 'running'}
     >>> monitor.close(); engine.close()
     """
 
@@ -290,7 +138,7 @@ class RunMonitor(widgets.VBox):
         autostart: bool = True,
         until_terminal: bool = True,
     ) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._parts: list[Any] = []
@@ -302,33 +150,48 @@ class RunMonitor(widgets.VBox):
         self.workflow: Workflow = self.run.workflow
         self.header_html = self._html("wfkit-monitor-header")
         self.explain_html = self._html("wfkit-monitor-explain")
+        self.explain_html.layout = widgets.Layout(flex="1 1 auto", min_width="0")
+        self.worker_slot = widgets.Box(layout=widgets.Layout(flex="0 0 auto"))
+        self.worker_slot.add_class("wfkit-monitor-workers")
+        self.status_line = widgets.HBox(
+            [self.header_html, self.explain_html, self.worker_slot],
+            layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
+        )
+        self.status_line.add_class("wfkit-monitor-status")
         self.surface = GraphSurface()
         self.surface.add_class("wfkit-monitor-graph")
+        self.node_html = self._html("wfkit-monitor-node")
+        self.node_html.layout = widgets.Layout(display="none")
+        self.stepper = HistoryStepper()
         self.progress_html = self._html("wfkit-monitor-progress")
         self.timeline_html = self._html("wfkit-monitor-timeline")
+        self.timeline_html.layout = widgets.Layout(overflow="auto")
         self.data_html = self._html("wfkit-monitor-data")
         self.events_html = self._html("wfkit-monitor-events")
         self.logs_html = self._html("wfkit-monitor-logs")
+        for view in (self.data_html, self.events_html, self.logs_html):
+            view.layout = widgets.Layout(overflow="auto")
         self.error = Message("wfkit-monitor-error")
         self._draw()
         super().__init__(
             [
-                self.header_html,
-                self.explain_html,
+                self.status_line,
                 self.error,
                 self.surface,
+                self.node_html,
+                widgets.HTML("<b>History</b>"),
+                self.stepper,
                 self.progress_html,
                 widgets.HTML("<b>Timeline</b>"),
                 self.timeline_html,
                 widgets.HBox(
-                    [
-                        widgets.VBox([widgets.HTML("<b>Data</b>"), self.data_html]),
-                        widgets.VBox([widgets.HTML("<b>Events</b>"), self.events_html]),
-                    ]
+                    [_column("Data", self.data_html), _column("Events", self.events_html)],
+                    layout=widgets.Layout(flex_flow="row wrap"),
                 ),
                 widgets.HTML("<b>Logs</b>"),
                 self.logs_html,
-            ]
+            ],
+            layout=widgets.Layout(max_width="100%"),
         )
         self.add_class("wfkit-monitor")
         self._parts = [
@@ -336,6 +199,10 @@ class RunMonitor(widgets.VBox):
             self.error,
             self.header_html,
             self.explain_html,
+            self.worker_slot,
+            self.status_line,
+            self.node_html,
+            self.stepper,
             self.progress_html,
             self.timeline_html,
             self.data_html,
@@ -345,8 +212,11 @@ class RunMonitor(widgets.VBox):
         self.status: RunStatus = RunStatus.PENDING
         self.history: list[Event] = []
         self.logs: list[LogLine] = []
+        self.points: list[StoredCheckpoint] = []
+        self._state: RunView | None = None
         self._signature: tuple[int, str] | None = None
         self.surface.observe(self._on_select, names="selected")
+        self.stepper.on_change(self._on_point)
         self.refresh()
         if autostart:
             self.start()
@@ -422,39 +292,75 @@ class RunMonitor(widgets.VBox):
             status = state.status
             signature = (state.seq, status.value)
             changed = False
+            self._state = state
             if signature != self._signature:
                 self.status, self.history = status, self.run.history()
                 self.logs = self.run.logs()
+                self.points = self.run.checkpoints()
+                self.stepper.set_points(self.points)
                 self._signature = signature
                 workflow = self.run.workflow
                 if workflow is not self.workflow:  # the run grew (engine.append): its own graph
                     self.workflow = workflow
                     self._draw()
                     changed = True
-                changed |= self._show_progress(state)
-            in_flight = state.in_flight
-            spans = spans_of(self.history, self.engine.clock.now(), in_flight)
-            svg = timeline_svg(spans, title=f"run {self.run.id}")
-            changed |= self._set(self.timeline_html, "value", svg)
+                changed |= self._show_point()
+            changed |= self._show_timeline()
             changed |= self._set(self.explain_html, "value", self._explain(self.run.explain()))
             return changed
 
-    def _show_progress(self, state: RunView) -> bool:
-        """Update what follows from the history: statuses, progress, header, data, events."""
-        changed = self._set(self.surface, "status", self.run.node_statuses())
+    def _at(self) -> tuple[StoredCheckpoint | None, list[Event], dict[str, dict[str, Any]]]:
+        """The point shown (None: live), the events up to it and the tokens then."""
+        point = self.stepper.point
+        state = self._state
+        if point is None:
+            return None, self.history, state.tokens if state is not None else {}
+        history = [e for e in self.history if e.seq <= point.seq]
+        return point, history, self.run.tokens_at(point.seq)
+
+    def _show_point(self) -> bool:
+        """Update what follows from the history at the point shown: statuses, progress,
+        header, data, events, node details."""
+        point, history, tokens = self._at()
+        if point is None:
+            statuses = self.run.node_statuses()
+            data: Any = self._state.data if self._state is not None else {}
+            caption = "live"
+        else:
+            statuses = statuses_at(history, tokens)
+            data = self.run.data_at(point.seq)
+            caption = f"after {point.label} at {point.at:%H:%M:%S}"
+        changed = self._set(self.surface, "status", statuses)
         changed |= self._set(self.header_html, "value", self._header(self.status))
-        progress = loop_progress(self.workflow, self.history, state.tokens)
+        progress = loop_progress(self.workflow, history, tokens)
         changed |= self._set(self.progress_html, "value", progress_html(progress))
         tips = {p.node_id: f"for_each {p.node_id}: {p.text}" for p in progress}
         changed |= self._set(self.surface, "tooltips", tips)
-        data = json.dumps(state.data, indent=2, default=str, ensure_ascii=False)
+        text = json.dumps(data, indent=2, default=str, ensure_ascii=False)
         changed |= self._set(
             self.data_html,
             "value",
-            '<pre class="wfkit-data" style="font-size:12px;margin:0;line-height:1.35">'
-            f"{html.escape(data, quote=False)}</pre>",
+            f'<div class="wfkit-data-caption" style="font-size:11px;'
+            f'color:var(--jp-ui-font-color2,#555)">{html.escape(caption)}</div>'
+            f'<pre class="wfkit-data" style="{_BOX}">{html.escape(text, quote=False)}</pre>',
         )
         return self._render_events() or changed
+
+    def _show_timeline(self) -> bool:
+        point, history, tokens = self._at()
+        if point is None:
+            now = self.engine.clock.now()
+            in_flight = self._state.in_flight if self._state is not None else {}
+        else:
+            now = point.at
+            in_flight = {
+                t: (tok["node"], int(tok.get("att") or 1))
+                for t, tok in tokens.items()
+                if tok.get("st") in ("ready", "running")
+            }
+        spans = spans_of(history, now, in_flight)
+        svg = timeline_svg(spans, title=f"run {self.run.id}")
+        return self._set(self.timeline_html, "value", svg)
 
     @staticmethod
     def _set(widget: Any, name: str, value: Any) -> bool:
@@ -466,19 +372,49 @@ class RunMonitor(widgets.VBox):
     def _render_events(self) -> bool:
         selected = self.surface.selected or None
         node = selected if isinstance(selected, str) else None
-        text = events_html(self.history, self.max_events, node)
+        point = self.stepper.point or (self.points[-1] if self.points else None)
+        current = (point.first_seq, point.seq) if point is not None else None
+        text = events_html(self.history, self.max_events, node, current)
         changed = self._set(self.events_html, "value", text)
-        lines = logs_html(self.logs, self.max_events, node)
-        return self._set(self.logs_html, "value", lines) or changed
+        upto = point.seq if self.stepper.point is not None and point is not None else None
+        logs = [line for line in self.logs if upto is None or line.seq <= upto]
+        lines = logs_html(logs, self.max_events, node)
+        changed |= self._set(self.logs_html, "value", lines)
+        return self._render_node(node) or changed
+
+    def _render_node(self, node: str | None) -> bool:
+        """The selected node's details (hidden when no node is selected)."""
+        if node is None or node not in self.workflow.graph.nodes:
+            changed = self._set(self.node_html.layout, "display", "none")
+            return self._set(self.node_html, "value", "") or changed
+        _point, history, tokens = self._at()
+        attempts = attempts_of(history, self.points, node)
+        inputs = documents_at(self.engine, self.run.id, {a.input_seq for a in attempts[-20:]})
+        lines = [line for line in self.logs if line.node_id == node]
+        running = [
+            (int(tok.get("att") or 1), () if tok.get("li") is None else (int(tok["li"]),))
+            for tok in tokens.values()
+            if tok.get("node") == node and tok.get("st") in ("ready", "running")
+        ]
+        spec = self.workflow.node(node)
+        title = spec.kind.value + (f" · activity {spec.activity}" if spec.activity else "")
+        text = node_details_html(node, title, attempts, lines, inputs, running)
+        changed = self._set(self.node_html, "value", text)
+        return self._set(self.node_html.layout, "display", "") or changed
 
     def _on_select(self, change: dict[str, Any]) -> None:
         with self._lock:
             self._render_events()
 
+    def _on_point(self, point: StoredCheckpoint | None) -> None:
+        with self._lock:
+            self._show_point()
+            self._show_timeline()
+
     def _header(self, status: RunStatus) -> str:
-        colour = _STATUS_COLOURS.get(status.value, "#1565c0")
+        colour = _STATUS_COLOURS.get(status.value, "var(--jp-brand-color1, #1565c0)")
         return (
-            f"<b>run {html.escape(self.run.id)}</b> · {html.escape(self.workflow.id)} "
+            f"{_FIT}<b>run {html.escape(self.run.id)}</b> · {html.escape(self.workflow.id)} "
             f"v{self.workflow.version} · "
             f'<span class="wfkit-status wfkit-status-{status.value}" '
             f'style="color:{colour};font-weight:bold">{status.value}</span>'

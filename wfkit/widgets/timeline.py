@@ -6,7 +6,14 @@ outcome. Waits and delays are drawn as thin amber spans; attempts still in fligh
 Parallel attempts of one node (for_each items) are stacked in lanes.
 
 SVG hooks: every attempt bar is a ``<rect class="wfkit-attempt wfkit-attempt-<outcome>">`` with
-``data-node`` and ``data-attempt``; waits are ``<rect class="wfkit-wait ...">``.
+``data-node`` and ``data-attempt``; waits are ``<rect class="wfkit-wait ...">``; row names are
+``<text class="wfkit-timeline-row">``, the title ``wfkit-timeline-title``, tick labels
+``wfkit-timeline-tick``.
+
+Text and lines follow the front end's theme: each carries a plain colour as its ``fill`` or
+``stroke`` attribute and, in its ``style``, JupyterLab's CSS variable with that colour as the
+fallback (``fill:var(--jp-ui-font-color1,#222222)``), so JupyterLab's dark theme draws light
+text, other front ends the plain colour, and a renderer without CSS variables the attribute.
 """
 
 from __future__ import annotations
@@ -57,6 +64,15 @@ _WAIT_ENDS = (
     EventKind.RUN_RETRIED,
 )
 _RUN_ENDS = (EventKind.RUN_COMPLETED, EventKind.RUN_FAILED, EventKind.RUN_CANCELLED)
+
+INK = ("--jp-ui-font-color1", "#222222")
+"""Row names and the title: the theme's main text colour."""
+INK_SOFT = ("--jp-ui-font-color2", "#555555")
+"""Tick labels and the empty picture's words."""
+RULE = ("--jp-border-color2", "#dddddd")
+"""Tick lines."""
+RULE_SOFT = ("--jp-border-color3", "#eeeeee")
+"""The line under each row."""
 
 LABEL_WIDTH = 150
 LANE_HEIGHT = 16
@@ -204,8 +220,8 @@ def timeline_svg(spans: Sequence[Span], *, width: int = 760, title: str = "") ->
     if not spans:
         return (
             f'<svg xmlns="http://www.w3.org/2000/svg" class="wfkit-timeline-svg" width="{width}" '
-            'height="30"><text x="4" y="20" font-family="sans-serif" font-size="12" '
-            'fill="#666">no attempts yet</text></svg>'
+            f'height="30"><text x="4" y="20" font-family="sans-serif" font-size="12" '
+            f"{_paint('fill', INK_SOFT)}>no attempts yet</text></svg>"
         )
     t0 = min(s.start for s in spans)
     seconds = max((max(s.end for s in spans) - t0).total_seconds(), 1e-3)
@@ -224,12 +240,13 @@ def timeline_svg(spans: Sequence[Span], *, width: int = 760, title: str = "") ->
         lanes = _lanes(row, x)
         height = (max(lanes.values()) + 1) * LANE_HEIGHT
         parts.append(
-            f'<text x="4" y="{y + min(height, LANE_HEIGHT) - 4}" font-size="11">'
-            f"{html.escape(_clip(node, 22))}</text>"
+            f'<text class="wfkit-timeline-row" x="4" y="{y + min(height, LANE_HEIGHT) - 4}" '
+            f'font-size="11" {_paint("fill", INK)}>{html.escape(_clip(node, 22))}'
+            f"<title>{html.escape(node)}</title></text>"
         )
         parts.append(
             f'<line x1="{LABEL_WIDTH}" x2="{width - 10}" y1="{y + height + ROW_GAP / 2}" '
-            f'y2="{y + height + ROW_GAP / 2}" stroke="#eeeeee"/>'
+            f'y2="{y + height + ROW_GAP / 2}" {_paint("stroke", RULE_SOFT)}/>'
         )
         for s in row:
             parts.append(_bar(s, x[id(s)], y + lanes[id(s)] * LANE_HEIGHT))
@@ -241,10 +258,17 @@ def timeline_svg(spans: Sequence[Span], *, width: int = 760, title: str = "") ->
     )
     label = f"{title} · " if title else ""
     caption = (
-        f'<text x="4" y="12" font-size="11" fill="#444">{html.escape(label)}'
+        f'<text class="wfkit-timeline-title" x="4" y="12" font-size="11" '
+        f"{_paint('fill', INK)}>{html.escape(label)}"
         f"from {t0:%Y-%m-%d %H:%M:%S} · {short_span(seconds)}</text>"
     )
     return head + caption + axis + "".join(parts) + "</svg>"
+
+
+def _paint(attribute: str, colour: tuple[str, str]) -> str:
+    """``fill="#222222" style="fill:var(--jp-ui-font-color1,#222222)"`` (see the module doc)."""
+    variable, plain = colour
+    return f'{attribute}="{plain}" style="{attribute}:var({variable},{plain})"'
 
 
 def _clip(text: str, limit: int) -> str:
@@ -259,8 +283,9 @@ def _axis(t0: datetime, seconds: float, plot: float, bottom: int) -> str:
         anchor = "start" if i == 0 else "end" if i == 4 else "middle"
         ticks.append(
             f'<line x1="{xpos:.1f}" x2="{xpos:.1f}" y1="{AXIS_HEIGHT - 4}" y2="{bottom}" '
-            'stroke="#dddddd"/>'
-            f'<text x="{xpos:.1f}" y="{AXIS_HEIGHT - 6}" font-size="9" fill="#666" '
+            f"{_paint('stroke', RULE)}/>"
+            f'<text class="wfkit-timeline-tick" x="{xpos:.1f}" y="{AXIS_HEIGHT - 6}" '
+            f'font-size="9" {_paint("fill", INK_SOFT)} '
             f'text-anchor="{anchor}">+{short_span(frac * seconds)}</text>'
         )
     return "".join(ticks)

@@ -124,6 +124,10 @@ FROM wf_events WHERE run_id = ? AND seq > ? ORDER BY seq;
 SELECT run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error, output, detail
 FROM wf_events WHERE run_id = ? ORDER BY seq;
 
+-- name: run_checkpoint_rows
+-- one run's events with the data patch and cursor change each carries, oldest first (replay.py)
+SELECT seq, occurred_at, kind, node_id, patch, delta FROM wf_events WHERE run_id = ? ORDER BY seq;
+
 -- name: call_children
 SELECT detail FROM wf_events WHERE run_id = ? AND kind = 'call.started' ORDER BY seq;
 
