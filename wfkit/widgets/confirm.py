@@ -94,7 +94,7 @@ class Message(widgets.HTML):
         self._set_kind(kind)
         self.text = text
         self.value = (
-            f'<span style="color:{colour};white-space:pre-wrap;overflow-wrap:anywhere">'
+            f'<span style="color:{colour};white-space:pre-wrap;overflow-wrap:break-word">'
             f"{html.escape(text)}</span>"
         )
 
@@ -159,7 +159,7 @@ class Confirm(widgets.HBox):
             else ""
         )
         self.question.value = (
-            '<span style="color:var(--jp-ui-font-color1, #222);overflow-wrap:anywhere">'
+            '<span style="color:var(--jp-ui-font-color1, #222);overflow-wrap:break-word">'
             f"<b>{html.escape(question)}</b>{extra}</span>"
         )
         self.layout.display = "flex"

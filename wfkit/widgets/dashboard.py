@@ -51,6 +51,8 @@ TAB_CSS = (
     ".wfkit-dashboard > .lm-TabBar{min-height:fit-content;height:auto}"
     ".wfkit-dashboard > .lm-TabBar > .lm-TabBar-content{flex-wrap:wrap}"
     ".wfkit-dashboard > .lm-TabBar .lm-TabBar-tab{flex:0 0 auto;min-width:fit-content}"
+    # the run table is as wide as the tab, its cells wrapping (not the content's own width)
+    ".wfkit-dashboard-table > .widget-html-content{flex:1 1 auto;min-width:0;max-width:100%}"
     "</style>"
 )
 
@@ -120,7 +122,9 @@ def runs_html(infos: Sequence[RunInfo], stalled: Collection[str] = ()) -> str:
             f"{r.ended_at:%Y-%m-%d %H:%M:%S}" if r.ended_at else "",
         )
         tds = "".join(f"<td>{c}</td>" for c in cells)
-        tds += f'<td class="wfkit-run-error" title="{html.escape(error)}">{html.escape(last)}</td>'
+        # a dotted name (a module path, an exception class) may wrap after its dots
+        shown = html.escape(last).replace(".", ".<wbr>")
+        tds += f'<td class="wfkit-run-error" title="{html.escape(error)}">{shown}</td>'
         rows.append(
             f'<tr class="wfkit-run-row wfkit-status-{r.status.value}{extra}" '
             f'data-run="{html.escape(r.run_id)}">{tds}</tr>'
@@ -128,8 +132,8 @@ def runs_html(infos: Sequence[RunInfo], stalled: Collection[str] = ()) -> str:
     return (
         "<style>.wfkit-runs td,.wfkit-runs th{padding:1px 6px;text-align:left;line-height:1.35;"
         "vertical-align:top;border-bottom:1px solid var(--jp-border-color2, #dddddd)}"
-        ".wfkit-runs td{white-space:nowrap}.wfkit-runs td.wfkit-run-error{white-space:normal;"
-        "overflow-wrap:anywhere;min-width:12em}"
+        ".wfkit-runs td:first-child{white-space:nowrap}"
+        ".wfkit-runs td.wfkit-run-error{min-width:10em}"
         ".wfkit-runs .wfkit-no-worker{color:var(--jp-warn-color0, #e65100);white-space:normal}"
         ".wfkit-runs td.wfkit-run-error{color:var(--jp-error-color1, #c62828)}</style>"
         '<div style="max-width:100%;overflow-x:auto">'
@@ -222,7 +226,7 @@ class Dashboard(widgets.Tab):
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.message = Message("wfkit-dashboard-message")
         self.workers = WorkerStatus(engine)
-        self.table = widgets.HTML(value="", layout=widgets.Layout(max_width="100%"))
+        self.table = widgets.HTML(value="", layout=widgets.Layout(min_width="0"))
         self.table.add_class("wfkit-dashboard-table")
         self.select = widgets.Select(
             options=[],

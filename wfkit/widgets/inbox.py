@@ -157,7 +157,7 @@ def _describe(w: WaitInfo, workflow: str) -> str:
         what = f"<b>signal {html.escape(w.name)}</b>{key} at {html.escape(w.node_id)}"
     due = f"; due {w.deadline:%Y-%m-%d %H:%M}" if w.deadline else ""
     return (
-        '<div style="line-height:1.4;overflow-wrap:anywhere;'
+        '<div style="line-height:1.4;overflow-wrap:break-word;'
         f'color:var(--jp-ui-font-color1, #222)">{what}<br><small>run '
         f"<code>{html.escape(w.run_id)}</code> of {html.escape(workflow)} · since "
         f"{w.since:%Y-%m-%d %H:%M}{due}</small></div>"
@@ -325,7 +325,7 @@ class Inbox(widgets.VBox):
         send.add_class("wfkit-inbox-send")
         model = widgets.HTML(
             value=(
-                '<small style="overflow-wrap:anywhere;color:var(--jp-ui-font-color2, #555)">'
+                '<small style="overflow-wrap:break-word;color:var(--jp-ui-font-color2, #555)">'
                 f"payload: {html.escape(description)}</small>"
             )
         )

@@ -92,7 +92,7 @@ class _Row(widgets.HBox):
         describe = widgets.HTML(
             layout=widgets.Layout(flex="1 1 320px", min_width="0"),
             value=(
-                '<div style="line-height:1.4;overflow-wrap:anywhere;'
+                '<div style="line-height:1.4;overflow-wrap:break-word;'
                 'color:var(--jp-ui-font-color1, #222)">'
                 f"<b>run <code>{html.escape(info.run_id)}</code></b>"
                 f" · {html.escape(info.workflow_id)} v{info.version} · "
