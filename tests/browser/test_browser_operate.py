@@ -179,7 +179,17 @@ def test_approving_in_the_inbox_lets_the_run_continue(voila, page, notebook, scr
     row.locator(".wfkit-inbox-comment input").fill("refund checked against the order")
     screenshot(page.locator(".wfkit-inbox"), "inbox.png")
 
+    row.locator(".wfkit-inbox-approve").click()  # asks first, in the row; No does nothing
+    confirm = row.locator(".wfkit-confirm")
+    expect(confirm.locator(".wfkit-confirm-question")).to_contain_text("Really approve review")
+    expect(confirm.locator(".wfkit-confirm-question")).to_contain_text(
+        "Recorded as approved by ana"
+    )
+    confirm.locator(".wfkit-confirm-no").click()
+    expect(confirm).to_be_hidden()
+    assert notebook.state()["approval"]["status"] == "waiting"
     row.locator(".wfkit-inbox-approve").click()
+    confirm.locator(".wfkit-confirm-yes").click()
     state = notebook.wait_for(
         lambda s: s["approval"]["status"] == "completed", "the approved run completed"
     )
@@ -210,6 +220,8 @@ def test_the_inbox_refuses_a_bad_payload_then_sends_a_good_one(voila, page, note
 
     payload.fill('{"crates": 3}')
     row.locator(".wfkit-inbox-send").click()
+    expect(row.locator(".wfkit-confirm-question")).to_contain_text("Really send signal 'delivery'")
+    row.locator(".wfkit-confirm-yes").click()
     state = notebook.wait_for(
         lambda s: s["signal"]["status"] == "completed", "the signalled run completed"
     )
@@ -348,12 +360,97 @@ def test_the_dashboard_opens_a_run_and_approves_it_from_the_inbox_tab(
     # the Inbox tab: approve; the monitor (kernel side) sees the run complete
     page.locator(".wfkit-dashboard .lm-TabBar-tab", has_text="Inbox").click()
     notebook.wait_for(lambda s: s["tab"] == 2, "the inbox tab selected")
-    page.locator(
-        f".wfkit-inbox-approval.wfkit-run-{css_token(run_id)} .wfkit-inbox-approve"
-    ).click()
+    approval = page.locator(f".wfkit-inbox-approval.wfkit-run-{css_token(run_id)}")
+    approval.locator(".wfkit-inbox-approve").click()
+    approval.locator(".wfkit-confirm-yes").click()
     state = notebook.wait_for(
         lambda s: s["status"] == "completed" and s["monitor_status"].get("review") == "succeeded",
         "the run completed and its monitor showing the review done",
     )
     assert event(state, "approval.approved", "review")["actor"] == "ana"
     assert state["data"]["shipped"] is True
+
+
+# --- the inbox with no worker running ------------------------------------------------------------
+
+NO_WORKERS = """
+from wfkit.widgets import Inbox
+
+registry.register("expense.submit", lambda ctx: None)
+registry.register("expense.pay", lambda ctx: ctx.data.update(paid=True))
+engine.register(
+    wf.Workflow("expense", 1).start_with("expense.submit").approval("review").then("expense.pay")
+)
+run = engine.start("expense", {"amount": 40})
+engine.run_until_idle()  # no workers: what the README's first example did
+inbox = Inbox(engine, actor="ana", refresh_every=0.2)
+record(run_id=run.id)
+watch(lambda: {**run_state(run), "workers": engine.workers_running,
+               "explain": run.explain(),
+               "listed": sorted(r for r, _n, _k in inbox.rows)})
+inbox
+"""
+
+
+def test_approving_with_no_worker_says_so_and_start_workers_finishes_the_run(
+    voila, page, notebook
+) -> None:
+    notebook.write(ENGINE, NO_WORKERS)
+    voila.open(page, notebook, ".wfkit-inbox .wfkit-inbox-approval")
+    state = notebook.wait_for(lambda s: s["status"] == "waiting", "the run waiting")
+    bar = page.locator(".wfkit-inbox .wfkit-workers")
+    expect(bar).to_be_hidden()  # waiting for a person is not waiting for a worker
+
+    row = page.locator(f".wfkit-inbox-approval.wfkit-run-{css_token(state['run_id'])}")
+    row.locator(".wfkit-inbox-approve").click()
+    row.locator(".wfkit-confirm-yes").click()
+
+    state = notebook.wait_for(
+        lambda s: "no worker is running" in s["explain"], "the run ready with nobody to run it"
+    )
+    assert state["status"] == "running" and state["workers"] is False
+    expect(bar).to_be_visible()
+    expect(bar.locator(".wfkit-workers-text")).to_contain_text(
+        "ready: no worker is running in this kernel"
+    )
+    expect(page.locator(".wfkit-inbox-message")).to_contain_text("press Start workers")
+
+    bar.locator(".wfkit-workers-start").click()
+    state = notebook.wait_for(lambda s: s["status"] == "completed", "the run completed")
+    assert state["workers"] is True and state["data"]["paid"] is True
+    expect(bar).to_be_hidden()
+
+
+LIVE = """
+from wfkit.widgets import Inbox
+
+registry.register("orders.prepare", lambda ctx: None)
+engine.register(wf.Workflow("refund", 1).start_with("orders.prepare").approval("review"))
+engine.start_workers(threads=1)
+inbox = Inbox(engine, actor="ana", refresh_every=0.2)
+
+
+def start_when_asked():
+    gate = Path(TMP) / "start"
+    while not gate.exists():
+        if finished():
+            return
+        time.sleep(0.05)
+    engine.start("refund", {"order": "o-9"})
+
+
+threading.Thread(target=start_when_asked, daemon=True).start()
+watch(lambda: {"listed": sorted(r for r, _n, _k in inbox.rows)})
+inbox
+"""
+
+
+def test_a_new_wait_appears_in_the_page_without_refresh(voila, page, notebook) -> None:
+    notebook.write(ENGINE, LIVE)
+    voila.open(page, notebook, ".wfkit-inbox .wfkit-inbox-summary")
+    expect(page.locator(".wfkit-inbox-summary")).to_contain_text("nothing is waiting")
+    # the test cannot start a run itself (the engine's file belongs to the kernel): a thread
+    # there waits for this file and starts one
+    (notebook.folder / "start").touch()
+    expect(page.locator(".wfkit-inbox-approval")).to_have_count(1, timeout=30_000)
+    expect(page.locator(".wfkit-inbox-summary")).to_contain_text("1 open: 1 approval")

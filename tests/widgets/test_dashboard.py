@@ -4,6 +4,9 @@ monitor; the inbox and recovery tabs read the engine again when opened."""
 from __future__ import annotations
 
 import re
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +14,8 @@ import pytest
 
 import wfkit as wf
 from wfkit.widgets import Dashboard, Inbox, Recovery, RunMonitor
+from wfkit.widgets.dashboard import runs_html
+from wfkit.widgets.workers import NO_WORKER
 
 
 def listed(board: Dashboard) -> list[str]:
@@ -49,7 +54,7 @@ def test_the_table_lists_every_run_newest_first(board, runs) -> None:
     assert set(listed(board)) == {r.id for r in runs.values()}
     assert listed(board)[0] == runs["later"].id
     assert board.message.text == "4 runs"
-    assert board.titles == ("Runs", "Monitor", "Inbox", "Recovery")
+    assert board.titles == ("Runs", "Monitor", "Inbox (1)", "Recovery (1)")
     assert [o for _label, o in board.workflow.options] == ["", "easy", "hard"]
     assert isinstance(board.children[2], Inbox) and isinstance(board.children[3], Recovery)
 
@@ -118,6 +123,7 @@ def test_opening_the_inbox_and_recovery_tabs_reads_the_engine_again(engine, boar
     assert board.inbox.row(fresh.id, "ok").wait.kind == "approval"
 
     board.inbox.row(fresh.id, "ok").buttons["approve"].click()
+    board.inbox.row(fresh.id, "ok").confirm.yes_button.click()
     engine.run_until_idle()
     board.selected_index = 3
     assert set(board.recovery.rows) == {runs["failed"].id, fresh.id}
@@ -134,3 +140,108 @@ def test_closing_the_dashboard_stops_the_monitor(engine, runs) -> None:
 
     assert not monitor.running
     assert board.monitor is None
+
+
+# --- live counts, the no-worker mark, the side panel ----------------------------------------
+
+
+def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_the_tab_titles_count_open_waits_and_runs_to_recover_live(engine, runs) -> None:
+    board = Dashboard(engine, actor="ana", refresh_every=0.05)
+    assert board.titles == ("Runs", "Monitor", "Inbox (1)", "Recovery (1)")
+    engine.start_workers(threads=1)
+
+    fresh = engine.start("hard", {})  # parks on its approval
+
+    wait_until(lambda: board.titles[2] == "Inbox (2)", "the inbox count to reach 2")
+    assert fresh.id in listed(board)  # the table followed too, without Refresh
+
+    engine.approve(fresh.id, "ok", actor="api")  # 'boom' fails: one more run to recover
+
+    wait_until(lambda: board.titles[3] == "Recovery (2)", "the recovery count to reach 2")
+    assert board.titles[2] == "Inbox (1)"
+    assert fresh.id in board.recovery.rows
+    board.close()
+    assert board.live is not None and not board.live.running
+    assert [t for t in threading.enumerate() if t.name.startswith("wfkit-dash")] == []
+
+
+def test_select_tab_takes_the_name_without_its_count(board) -> None:
+    board.select_tab("Recovery")
+    assert board.selected_index == 3
+    with pytest.raises(ValueError, match="there is no tab 'Inbox \\(1\\)'"):
+        board.select_tab("Inbox (1)")
+
+
+def test_a_run_with_work_ready_and_no_worker_is_marked_and_start_workers_drives_it(
+    engine, runs
+) -> None:
+    board = Dashboard(engine, actor="ana", refresh_every=0.05)
+    assert board.workers.layout.display == "none"
+    assert board.stalled == set()
+    row = board.inbox.row(runs["waiting"].id, "ok")
+    row.buttons["approve"].click()
+    row.confirm.yes_button.click()  # no worker: 'boom' is ready and nobody runs it
+
+    wait_until(lambda: runs["waiting"].id in board.stalled, "the run marked as stalled")
+    assert re.search(
+        rf'<tr class="wfkit-run-row wfkit-status-running wfkit-stalled" '
+        rf'data-run="{runs["waiting"].id}">.*?{NO_WORKER}',
+        board.table.value,
+    )
+    assert board.workers.layout.display == "flex"
+
+    board.workers.start_button.click()
+
+    assert engine.workers_running
+    wait_until(lambda: board.stalled == set(), "the mark gone once workers run")
+    wait_until(lambda: board.titles[3] == "Recovery (2)", "the failed run listed to recover")
+    assert runs["waiting"].status == wf.RunStatus.FAILED  # 'boom' ran, and failed
+    assert board.workers.layout.display == "none"
+    board.close()
+
+
+def test_the_error_column_shows_the_whole_last_line(engine, acts) -> None:
+    reason = "the payment provider refused the card " + "because " * 20 + "of its limit"
+    acts.add("charge", lambda ctx: (_ for _ in ()).throw(RuntimeError(reason)))
+    engine.register(wf.Workflow("pay").start_with("charge", max_attempts=1))
+    engine.start("pay", {})
+    engine.run_until_idle()
+
+    html_table = runs_html(engine.runs())
+
+    assert f"RuntimeError: {reason}</td>" in html_table  # not cut mid-word at 100 characters
+    assert "overflow-x:auto" in html_table
+
+
+def test_show_in_sidebar_opens_a_sidecar_with_the_dashboard(board) -> None:
+    from sidecar import Sidecar
+
+    panel = board.show_in_sidebar(title="ops")
+
+    assert isinstance(panel, Sidecar) and panel.title == "ops" and panel.anchor == "split-right"
+    assert board.sidecar is panel
+    board.close()
+    assert board.sidecar is None
+
+
+def test_show_in_sidebar_without_sidecar_says_how_to_install_it(board, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "sidecar", None)  # import sidecar raises ImportError
+
+    with pytest.raises(wf.UsageError, match=r"pip install 'wfkit\[notebook\]'"):
+        board.show_in_sidebar()
+    assert board.sidecar is None
+
+
+def test_a_bad_update_interval_is_refused(engine) -> None:
+    with pytest.raises(wf.UsageError, match="dashboard update interval must be a positive"):
+        Dashboard(engine, actor="ana", refresh_every=-1)
+    with pytest.raises(wf.UsageError, match="recovery update interval must be a positive"):
+        Recovery(engine, actor="ana", refresh_every=0)

@@ -118,6 +118,7 @@ def test_the_inbox_does_not_offer_a_call_waiting_for_its_child(engine) -> None:
     assert inbox.summary.value == "1 open: 0 approvals, 1 signal wait"
     (child,) = run.children()
     assert [key[0] for key in inbox.rows] == [child.id]
+    inbox.close()  # stops its update thread
 
 
 def test_the_timeline_draws_the_time_a_call_waited_for_its_child(engine) -> None:

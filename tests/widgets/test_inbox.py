@@ -3,6 +3,8 @@ wait's model before anything is sent; every action is recorded with the actor fi
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from pydantic import BaseModel, Field
 
 import wfkit as wf
 from wfkit.widgets import Inbox
+from wfkit.widgets.workers import NO_WORKER
 
 
 class Payment(BaseModel):
@@ -61,7 +64,7 @@ def paid(engine: wf.Engine, acts: Any) -> wf.Run:
 
 
 def test_the_inbox_lists_every_open_wait_and_approval(engine, review, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
 
     assert inbox.summary.value == "2 open: 1 approval, 1 signal wait"
     approval = inbox.row(review.id, "review")
@@ -78,12 +81,14 @@ def test_the_inbox_lists_every_open_wait_and_approval(engine, review, paid) -> N
 def test_approving_with_a_comment_records_actor_and_comment_and_the_run_goes_on(
     engine, acts, review
 ) -> None:
-    inbox = Inbox(engine)
+    inbox = Inbox(engine, refresh_every=None)
     inbox.actor.value = "ana"
     row = inbox.row(review.id, "review")
     row.comment.value = "looks right"
 
     row.buttons["approve"].click()
+    assert events(review, "approval.approved") == []  # asking is not acting
+    row.confirm.yes_button.click()
 
     approved = events(review, "approval.approved")
     assert [(e.node_id, e.actor, e.output["comment"]) for e in approved] == [
@@ -98,11 +103,13 @@ def test_approving_with_a_comment_records_actor_and_comment_and_the_run_goes_on(
 
 
 def test_rejecting_takes_the_rejected_outlet(engine, acts, review) -> None:
-    inbox = Inbox(engine, actor="bo")
+    inbox = Inbox(engine, actor="bo", refresh_every=None)
     row = inbox.row(review.id, "review")
     row.comment.value = "numbers are off"
 
     row.buttons["reject"].click()
+    assert row.confirm.pending == f"Really reject review of run {review.id}?"
+    row.confirm.yes_button.click()
     engine.run_until_idle()
 
     assert review.outputs["review"]["approved"] is False
@@ -113,16 +120,18 @@ def test_rejecting_takes_the_rejected_outlet(engine, acts, review) -> None:
 
 def test_the_actor_defaults_to_the_os_user(engine, review, monkeypatch) -> None:
     monkeypatch.setattr("getpass.getuser", lambda: "os-user")
-    inbox = Inbox(engine)
+    inbox = Inbox(engine, refresh_every=None)
     assert inbox.actor.value == "os-user"
 
-    inbox.row(review.id, "review").buttons["approve"].click()
+    row = inbox.row(review.id, "review")
+    row.buttons["approve"].click()
+    row.confirm.yes_button.click()
 
     assert events(review, "approval.approved")[0].actor == "os-user"
 
 
 def test_without_an_actor_nothing_is_decided(engine, review) -> None:
-    inbox = Inbox(engine, actor="")
+    inbox = Inbox(engine, actor="", refresh_every=None)
     row = inbox.row(review.id, "review")
 
     row.buttons["approve"].click()
@@ -141,7 +150,7 @@ def test_without_an_actor_nothing_is_decided(engine, review) -> None:
     ],
 )
 def test_a_bad_payload_shows_the_error_and_sends_nothing(engine, paid, text, says) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     before = len(paid.history())
     row.payload.value = text
@@ -158,7 +167,7 @@ def test_a_bad_payload_shows_the_error_and_sends_nothing(engine, paid, text, say
 
 
 def test_a_missing_required_field_is_named(engine, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     row.payload.value = '{"amount": 5}'
 
@@ -169,11 +178,13 @@ def test_a_missing_required_field_is_named(engine, paid) -> None:
 
 
 def test_sending_a_fitting_payload_resumes_the_run(engine, acts, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     row.payload.value = '{"amount": "25", "ref": "tx-1"}'
 
     row.buttons["send"].click()
+    assert events(paid, "signal.received") == []
+    row.confirm.yes_button.click()
     engine.run_until_idle()
 
     received = events(paid, "signal.received")
@@ -186,7 +197,7 @@ def test_sending_a_fitting_payload_resumes_the_run(engine, acts, paid) -> None:
 
 
 def test_refresh_picks_up_new_waits_and_keeps_typed_text(engine, acts, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     row.payload.value = '{"amount": 1'  # half typed
     second = engine.start("pay", {"order_id": "o-2"})
@@ -201,14 +212,198 @@ def test_refresh_picks_up_new_waits_and_keeps_typed_text(engine, acts, paid) -> 
 
 
 def test_a_wait_closed_elsewhere_reports_nothing_sent(engine, paid) -> None:
-    inbox = Inbox(engine, actor="ana")
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
     row = inbox.row(paid.id, "paid")
     engine.signal("paid", "o-1", {"amount": 3, "ref": "by-api"}, actor="api")
     row.payload.value = '{"amount": 25, "ref": "tx-1"}'
 
     row.buttons["send"].click()
+    row.confirm.yes_button.click()
 
     assert inbox.message.kind == "error"
     assert "nothing was sent" in inbox.message.text
     assert [e.actor for e in events(paid, "signal.received")] == ["api"]
     assert inbox.rows == {}
+
+
+# --- every button asks first ------------------------------------------------------------------
+
+
+def test_approve_asks_first_and_no_changes_nothing(engine, review) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    row = inbox.row(review.id, "review")
+    row.comment.value = "fine by me"
+    before = len(review.history())
+
+    row.buttons["approve"].click()
+
+    assert row.confirm.pending == f"Really approve review of run {review.id}?"
+    assert inbox.pending == row.confirm.pending
+    assert row.confirm.layout.display == "flex"
+    assert row.confirm.detail == 'Comment: "fine by me". Recorded as approved by ana.'
+    assert len(review.history()) == before  # asking is not acting
+    assert [w.node_id for w in engine.waiting()] == ["review"]
+
+    row.confirm.no_button.click()
+
+    assert row.confirm.pending is None and row.confirm.layout.display == "none"
+    assert len(review.history()) == before
+    assert review.status == wf.RunStatus.WAITING
+    assert inbox.row(review.id, "review") is row
+
+
+def test_yes_records_what_the_question_showed(engine, review) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    row = inbox.row(review.id, "review")
+    row.comment.value = "as asked"
+    row.buttons["reject"].click()
+    row.comment.value = "typed after the question"  # not what was confirmed
+    inbox.actor.value = "someone else"
+
+    row.confirm.yes_button.click()
+
+    (rejected,) = events(review, "approval.rejected")
+    assert (rejected.actor, rejected.output["comment"]) == ("ana", "as asked")
+
+
+def test_send_asks_first_with_the_payload_and_a_bad_payload_asks_nothing(engine, paid) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    row = inbox.row(paid.id, "paid")
+    row.payload.value = '{"amount": -1, "ref": "x"}'
+
+    row.buttons["send"].click()
+
+    assert row.confirm.pending is None  # refused before any question
+    assert "does not fit Payment" in row.error.text
+
+    row.payload.value = '{"amount": 7, "ref": "tx-7"}'
+    row.buttons["send"].click()
+
+    assert row.confirm.pending == f"Really send signal 'paid' (key o-1) to run {paid.id}?"
+    assert row.confirm.detail == ('Payload: {"amount": 7, "ref": "tx-7"}. Recorded as sent by ana.')
+    assert events(paid, "signal.received") == []
+    row.confirm.yes_button.click()
+    engine.run_until_idle()
+    assert paid.status == wf.RunStatus.COMPLETED and paid.data["amount"] == 7
+
+
+def test_one_question_at_a_time(engine, review, paid) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    approval, signal = inbox.row(review.id, "review"), inbox.row(paid.id, "paid")
+    approval.buttons["approve"].click()
+    signal.payload.value = '{"amount": 1, "ref": "r"}'
+
+    signal.buttons["send"].click()
+
+    assert approval.confirm.pending is None
+    assert signal.confirm.pending is not None
+    assert review.status == paid.status == wf.RunStatus.WAITING
+
+
+# --- live updates and the workers bar ---------------------------------------------------------
+
+
+def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def wfkit_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == name and t.is_alive()]
+
+
+def test_new_waits_appear_and_closed_ones_go_without_refresh(engine, review) -> None:
+    engine.start_workers(threads=1)
+    inbox = Inbox(engine, actor="ana", refresh_every=0.05)
+    assert inbox.live is not None and inbox.live.running
+    row = inbox.row(review.id, "review")
+    row.comment.value = "half typed"
+
+    second = engine.start("review", {"doc": 2})
+
+    wait_until(lambda: (second.id, "review", "approval") in inbox.rows, "the new wait listed")
+    assert inbox.summary.value == "2 open: 2 approvals, 0 signal waits"
+    assert inbox.row(review.id, "review") is row and row.comment.value == "half typed"
+
+    engine.approve(second.id, "review", True, actor="api")  # decided elsewhere
+
+    wait_until(lambda: len(inbox.rows) == 1, "the decided wait gone")
+    assert second.result(timeout=30) == {"doc": 2}
+
+    inbox.close()
+    assert not inbox.live.running
+    assert wfkit_threads("wfkit-inbox") == []
+
+
+def test_approving_with_no_worker_says_so_and_start_workers_moves_the_run_on(
+    engine, acts, review
+) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    assert inbox.workers.layout.display == "none"  # the run waits for a person, not a worker
+    row = inbox.row(review.id, "review")
+
+    row.buttons["approve"].click()
+    row.confirm.yes_button.click()
+
+    assert review.status == wf.RunStatus.RUNNING
+    assert NO_WORKER in inbox.message.text and "Start workers" in inbox.message.text
+    assert inbox.workers.layout.display == "flex" and NO_WORKER in inbox.workers.text.value
+    assert "no worker is running" in review.explain()
+    assert acts.calls == ["prepare"]
+
+    inbox.workers.start_button.click()
+
+    assert engine.workers_running
+    assert review.result(timeout=30) == {"doc": 1}
+    assert acts.calls == ["prepare", "publish"]
+    inbox.refresh()
+    assert inbox.workers.layout.display == "none"
+
+
+def test_a_question_whose_wait_closes_elsewhere_goes_and_says_nothing_was_done(
+    engine, review
+) -> None:
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    inbox.row(review.id, "review").buttons["approve"].click()
+    engine.approve(review.id, "review", False, actor="api")
+
+    inbox.refresh()
+
+    assert inbox.rows == {} and inbox.pending is None
+    assert inbox.message.kind == "error"
+    assert inbox.message.text == (
+        f"review of run {review.id} is no longer waiting (closed elsewhere); nothing was done"
+    )
+    assert [e.actor for e in events(review, "approval.rejected")] == ["api"]
+
+
+def test_with_engine_workers_an_approval_finishes_the_run_and_shows_no_bar(tmp_path, acts) -> None:
+    acts.noop("prepare", "publish")
+    engine = wf.Engine(tmp_path / "w.duckdb", registry=acts.registry, workers=2)
+    try:
+        engine.register(
+            wf.Workflow("review").start_with("prepare").approval("review").then("publish")
+        )
+        run = engine.start("review", {})
+        engine.run_until_idle()
+        inbox = Inbox(engine, actor="ana", refresh_every=None)
+        row = inbox.row(run.id, "review")
+        row.buttons["approve"].click()
+        row.confirm.yes_button.click()
+
+        assert run.result(timeout=30) == {}
+        assert NO_WORKER not in inbox.message.text
+        assert inbox.workers.layout.display == "none"
+        inbox.close()
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1, "1s", True])
+def test_a_bad_update_interval_is_refused_before_anything_is_shown(engine, bad) -> None:
+    with pytest.raises(wf.UsageError, match="inbox update interval must be a positive number"):
+        Inbox(engine, actor="ana", refresh_every=bad)
+    assert wfkit_threads("wfkit-inbox") == []

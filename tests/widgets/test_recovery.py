@@ -3,6 +3,7 @@ with the actor; the buttons a run gets depend on why it stopped."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -60,7 +61,7 @@ def on_step(engine: wf.Engine, acts: Any) -> wf.Run:
 def test_a_run_suspended_on_a_compensation_offers_retry_skip_abandon_and_cancel(
     engine, on_compensation
 ) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
 
     row = recovery.row(on_compensation.id)
     assert row.kind == "compensation"
@@ -72,7 +73,7 @@ def test_a_run_suspended_on_a_compensation_offers_retry_skip_abandon_and_cancel(
 
 
 def test_skip_asks_first_and_no_changes_nothing(engine, on_compensation) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
     before = len(on_compensation.history())
 
     recovery.row(on_compensation.id).buttons["skip"].click()
@@ -93,7 +94,7 @@ def test_skip_asks_first_and_no_changes_nothing(engine, on_compensation) -> None
 
 
 def test_skip_then_yes_records_the_decision_with_the_actor(engine, acts, on_compensation) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
 
     recovery.row(on_compensation.id).buttons["skip"].click()
     recovery.confirm.yes_button.click()
@@ -112,7 +113,7 @@ def test_skip_then_yes_records_the_decision_with_the_actor(engine, acts, on_comp
 
 
 def test_retry_with_the_cause_fixed_finishes_the_unwind(engine, acts, on_compensation) -> None:
-    recovery = Recovery(engine, actor="bo")
+    recovery = Recovery(engine, actor="bo", refresh_every=None)
     acts.broken["refund"] = False
 
     recovery.row(on_compensation.id).buttons["retry"].click()
@@ -127,7 +128,7 @@ def test_retry_with_the_cause_fixed_finishes_the_unwind(engine, acts, on_compens
 
 
 def test_abandon_fails_the_run_at_once(engine, on_compensation) -> None:
-    recovery = Recovery(engine, actor="cy")
+    recovery = Recovery(engine, actor="cy", refresh_every=None)
 
     recovery.row(on_compensation.id).buttons["abandon"].click()
     assert "abandon the unwind" in recovery.confirm.pending
@@ -140,7 +141,7 @@ def test_abandon_fails_the_run_at_once(engine, on_compensation) -> None:
 
 
 def test_a_suspended_step_offers_resume_and_resume_records_the_actor(engine, acts, on_step) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
     row = recovery.row(on_step.id)
     assert row.kind == "step"
     assert list(row.buttons) == ["resume", "cancel"]
@@ -158,7 +159,7 @@ def test_a_suspended_step_offers_resume_and_resume_records_the_actor(engine, act
 
 
 def test_cancel_records_the_actor(engine, on_step) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
 
     recovery.row(on_step.id).buttons["cancel"].click()
     recovery.confirm.yes_button.click()
@@ -174,7 +175,7 @@ def test_restart_as_new_starts_a_fresh_run_recorded_with_the_actor(
     engine, acts, on_compensation
 ) -> None:
     engine.recover_compensation(on_compensation.id, action="abandon", actor="ops")
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
     acts.broken.clear()
 
     recovery.row(on_compensation.id).buttons["restart"].click()
@@ -193,7 +194,7 @@ def test_restart_as_new_starts_a_fresh_run_recorded_with_the_actor(
 
 
 def test_without_an_actor_nothing_is_asked_or_done(engine, on_step) -> None:
-    recovery = Recovery(engine, actor=" ")
+    recovery = Recovery(engine, actor=" ", refresh_every=None)
 
     recovery.row(on_step.id).buttons["cancel"].click()
 
@@ -203,7 +204,7 @@ def test_without_an_actor_nothing_is_asked_or_done(engine, on_step) -> None:
 
 
 def test_an_action_the_engine_refuses_shows_why(engine, acts, on_step) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
     recovery.row(on_step.id).buttons["resume"].click()
     engine.cancel(on_step.id, actor="someone-else")  # between the click and the Yes
 
@@ -222,7 +223,7 @@ def test_retry_run_goes_on_with_a_failed_run_from_where_it_failed(engine, acts) 
     run = engine.start("sync", {"n": 1})
     engine.run_until_idle()
     assert run.status == wf.RunStatus.FAILED
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
     row = recovery.row(run.id)
     assert list(row.buttons) == ["retry-run", "restart"]
     assert "wfkit-recovery-retry-run" in row.buttons["retry-run"]._dom_classes
@@ -242,7 +243,7 @@ def test_retry_run_goes_on_with_a_failed_run_from_where_it_failed(engine, acts) 
 
 
 def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engine, on_step) -> None:
-    recovery = Recovery(engine, actor="ana")
+    recovery = Recovery(engine, actor="ana", refresh_every=None)
     recovery.row(on_step.id).buttons["cancel"].click()
     engine.cancel(on_step.id, actor="someone-else")  # between the click and the Yes
     before = len(on_step.history())
@@ -253,3 +254,37 @@ def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engin
     assert "had already ended (cancelled); nothing was cancelled" in recovery.message.text
     assert len(on_step.history()) == before
     assert [e.actor for e in events(on_step, "run.cancelled")] == ["someone-else"]
+
+
+# --- live updates -----------------------------------------------------------------------------
+
+
+def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_a_run_that_fails_appears_without_refresh_and_a_pending_question_survives(
+    engine, acts, on_step
+) -> None:
+    recovery = Recovery(engine, actor="ana", refresh_every=0.05)
+    row = recovery.row(on_step.id)
+    row.buttons["resume"].click()  # pending while the list updates
+    engine.start_workers(threads=1)
+    acts.add("explode")
+    acts.broken["explode"] = True
+    engine.register(wf.Workflow("bad").start_with("explode", max_attempts=1))
+    failing = engine.start("bad", {})
+
+    wait_until(lambda: failing.id in recovery.rows, "the failed run listed")
+
+    assert recovery.summary.value == "1 suspended, 1 failed"
+    assert recovery.count == 2
+    assert recovery.row(on_step.id) is row  # unchanged: the same row, not rebuilt
+    assert recovery.confirm.pending == f"Really resume run {on_step.id}?"
+    assert on_step.status == wf.RunStatus.SUSPENDED
+    recovery.close()
+    assert recovery.live is not None and not recovery.live.running

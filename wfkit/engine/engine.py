@@ -30,6 +30,7 @@ from wfkit.engine.logs import LogLine, read_logs
 from wfkit.engine.operations import Operations, refuse_unstorable
 from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
 from wfkit.engine.queues import served_queues
+from wfkit.engine.readiness import check_workers, has_ready_work
 from wfkit.engine.records import Event, RunInfo, RunStatus
 from wfkit.engine.retention import Retaining, Retention, RetentionChore
 from wfkit.engine.scheduler import Scheduler
@@ -119,6 +120,14 @@ class Engine(Operations, Growth, Admission, Retaining):
         ``wf.Retention("30d", archive_to="archive/", every="1h")`` to archive them to Parquet
         first): once when the engine opens, then at most every ``every`` from the writer,
         between its transactions. Off by default.
+    workers : int, optional
+        Start this many background worker threads once the engine is open (what
+        ``engine.start_workers(threads=workers)`` does), so that runs move on by themselves: a
+        notebook's approvals and signals, timers, retries. None (the default) starts none: runs
+        move only in ``run_until_idle()`` or after ``start_workers()``. Workers are never
+        started behind the caller's back (not even in a notebook kernel), so the same code runs
+        the same way in a script, a test and a notebook; the notebook widgets show a run that
+        waits for a worker and offer to start them.
 
     Examples
     --------
@@ -146,7 +155,9 @@ class Engine(Operations, Growth, Admission, Retaining):
         drain_timeout: str | timedelta = "60s",
         durability: str = "step",
         retention: str | timedelta | Retention | None = None,
+        workers: int | None = None,
     ) -> None:
+        check_workers(workers)
         if durability not in DURABILITY:
             raise UsageError(
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, not "
@@ -201,6 +212,8 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._scheduler.suspect(suspects)
         if policy is not None:
             self._retain(policy)
+        if workers is not None:
+            self.start_workers(threads=workers)
 
     def _retain(self, policy: Retention) -> None:
         """Apply ``policy`` once now, then from the writer's rounds."""
@@ -566,6 +579,32 @@ class Engine(Operations, Growth, Admission, Retaining):
         served = served_queues(queues)
         self._scheduler.start(threads, served)
         _WORKING.add(self)
+
+    @property
+    def workers_running(self) -> bool:
+        """True while background workers run (``start_workers()`` or ``Engine(workers=)``)."""
+        return self._scheduler.running
+
+    @property
+    def driving(self) -> bool:
+        """True while something in this process moves the runs on: background workers, or a
+        ``run_until_idle()`` (or ``run.result()`` without workers) under way on any thread."""
+        return self._scheduler.running or self._scheduler.inline > 0
+
+    def has_ready_work(self, run_id: str | None = None) -> bool:
+        """True when run ``run_id`` (any run, when None) has work to do now: a step ready to
+        run in this engine (queued, or its attempt in flight) or a timer that is due.
+
+        With ``not engine.driving`` such a run stands still until ``start_workers()`` or
+        ``run_until_idle()``; ``run.explain()`` says so. A step whose activity is not
+        registered here (or whose queue the workers do not serve) is blocked, not ready.
+
+        Raises
+        ------
+        UsageError
+            When there is no run ``run_id``.
+        """
+        return has_ready_work(self, run_id)
 
     def stop(self) -> None:
         """Stop background workers; attempts in flight finish first."""

@@ -411,6 +411,11 @@ def explain(engine: Engine, run_id: str) -> str:
                 f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
                 "and run the engine again (run_until_idle or start_workers)"
             )
+        elif token["st"] == "ready" and not engine.driving:
+            parts.append(
+                f"{node!r} is ready (attempt {token['att']}) but no worker is running in this "
+                "process: call engine.start_workers() or engine.run_until_idle()"
+            )
         elif token["st"] == "ready":
             parts.append(f"running {node!r} (attempt {token['att']})")
         elif token["st"] == "cancelling":  # its join no longer needs it

@@ -134,6 +134,7 @@ class Scheduler:
         # releases the next steps, so `idle()` counts the round as work (both read under _rounds)
         self._processing = 0
         self._rounds = threading.Lock()
+        self.inline = 0  # threads inside run_until_idle, driving runs without workers
         self.claimed = 0  # runs the last shared round claimed
         # hand-backs of runs to the shared store, and how many of them a claim round that found
         # nothing more to take has seen: idle() waits until the two agree
@@ -619,6 +620,15 @@ class Scheduler:
         if self._threads:
             self.wait_idle(timeout)
             return
+        with self._rounds:
+            self.inline += 1
+        try:
+            self._run_inline(timeout)
+        finally:
+            with self._rounds:
+                self.inline -= 1
+
+    def _run_inline(self, timeout: float | None) -> None:
         deadline = time.monotonic() + timeout if timeout else None
         self.retry_blocked()
         while True:

@@ -14,7 +14,16 @@ from typing import Any
 
 import ipywidgets as widgets
 
-__all__ = ["Confirm", "Message", "actor_field", "css_token", "default_actor"]
+__all__ = ["BORDER", "Confirm", "Message", "actor_field", "css_token", "default_actor", "fit"]
+
+
+BORDER = "1px solid var(--jp-border-color2, #dddddd)"
+"""The line between rows of the operating widgets, in the front end's theme."""
+
+
+def fit(**more: str) -> widgets.Layout:
+    """A layout as wide as its content (a button's whole label), never shrunk below it."""
+    return widgets.Layout(width="auto", flex="0 0 auto", **more)
 
 
 def default_actor() -> str:
@@ -69,11 +78,11 @@ class Message(widgets.HTML):
 
     def ok(self, text: str) -> None:
         """Show a success."""
-        self._show(text, "ok", "#2e7d32")
+        self._show(text, "ok", "var(--jp-success-color1, #2e7d32)")
 
     def error(self, text: str) -> None:
         """Show an error."""
-        self._show(text, "error", "#c62828")
+        self._show(text, "error", "var(--jp-error-color1, #c62828)")
 
     def clear(self) -> None:
         """Show nothing."""
@@ -84,7 +93,10 @@ class Message(widgets.HTML):
     def _show(self, text: str, kind: str, colour: str) -> None:
         self._set_kind(kind)
         self.text = text
-        self.value = f'<span style="color:{colour};white-space:pre-wrap">{html.escape(text)}</span>'
+        self.value = (
+            f'<span style="color:{colour};white-space:pre-wrap;overflow-wrap:break-word">'
+            f"{html.escape(text)}</span>"
+        )
 
     def _set_kind(self, kind: str) -> None:
         if self.kind:
@@ -117,18 +129,21 @@ class Confirm(widgets.HBox):
     """
 
     def __init__(self) -> None:
-        self.question = widgets.HTML(value="")
+        self.question = widgets.HTML(value="", layout=widgets.Layout(flex="1 1 260px"))
         self.question.add_class("wfkit-confirm-question")
-        self.yes_button = widgets.Button(description="Yes", button_style="danger")
+        self.yes_button = widgets.Button(description="Yes", button_style="danger", layout=fit())
         self.yes_button.add_class("wfkit-confirm-yes")
-        self.no_button = widgets.Button(description="No")
+        self.no_button = widgets.Button(description="No", layout=fit())
         self.no_button.add_class("wfkit-confirm-no")
         super().__init__(
             [self.question, self.yes_button, self.no_button],
-            layout=widgets.Layout(display="none", align_items="center"),
+            layout=widgets.Layout(
+                display="none", align_items="center", flex_flow="row wrap", padding="2px 0"
+            ),
         )
         self.add_class("wfkit-confirm")
         self.pending: str | None = None
+        self.detail = ""  # the smaller text under the pending question
         self._action: Callable[[], Any] | None = None
         self.yes_button.on_click(lambda _b: self.yes())
         self.no_button.on_click(lambda _b: self.no())
@@ -136,9 +151,17 @@ class Confirm(widgets.HBox):
     def ask(self, question: str, action: Callable[[], Any], detail: str = "") -> None:
         """Show ``question`` (and a smaller ``detail``); Yes calls ``action``, No forgets it."""
         self.pending = question
+        self.detail = detail
         self._action = action
-        extra = f' <small style="color:#555">{html.escape(detail)}</small>' if detail else ""
-        self.question.value = f"<b>{html.escape(question)}</b>{extra}"
+        extra = (
+            f' <small style="color:var(--jp-ui-font-color2, #555)">{html.escape(detail)}</small>'
+            if detail
+            else ""
+        )
+        self.question.value = (
+            '<span style="color:var(--jp-ui-font-color1, #222);overflow-wrap:break-word">'
+            f"<b>{html.escape(question)}</b>{extra}</span>"
+        )
         self.layout.display = "flex"
 
     def yes(self) -> None:
@@ -154,6 +177,7 @@ class Confirm(widgets.HBox):
 
     def _reset(self) -> None:
         self.pending = None
+        self.detail = ""
         self._action = None
         self.question.value = ""
         self.layout.display = "none"

@@ -1,35 +1,61 @@
 """``Dashboard``: tabs over a filterable run table, the selected run's monitor, the inbox and
 recovery.
 
+The tab titles carry counts ("Inbox (2)", "Recovery (1)") and, with the table, keep themselves
+up to date from one background thread; a run with work ready and no worker in this kernel reads
+"ready: no worker is running in this kernel" in the table, above which a bar offers Start
+workers. :meth:`Dashboard.show_in_sidebar` opens the dashboard in a JupyterLab side panel.
+
 CSS hooks: ``wfkit-dashboard`` (the tabs), ``wfkit-dashboard-runs`` (the runs tab),
 ``wfkit-dashboard-status`` and ``wfkit-dashboard-workflow`` (dropdowns),
 ``wfkit-dashboard-since`` (text), ``wfkit-dashboard-refresh``, ``wfkit-dashboard-message``,
-``wfkit-dashboard-table`` (rows are ``tr.wfkit-run-row``), ``wfkit-dashboard-select`` (the list
-to pick a run from), ``wfkit-dashboard-monitor`` (the monitor tab); the inbox and recovery keep
-their own hooks (``wfkit-inbox...``, ``wfkit-recovery...``).
+``wfkit-dashboard-table`` (rows are ``tr.wfkit-run-row``, plus ``wfkit-stalled`` for a run
+with work ready and no worker), ``wfkit-dashboard-select`` (the list to pick a run from),
+``wfkit-dashboard-monitor`` (the monitor tab), ``wfkit-workers`` (the workers bar); the inbox
+and recovery keep their own hooks (``wfkit-inbox...``, ``wfkit-recovery...``).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import threading
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import ipywidgets as widgets
+from IPython.display import display
 
 from wfkit.definition.durations import parse_duration
 from wfkit.engine import Engine, RunInfo, RunStatus
-from wfkit.widgets.confirm import Message
+from wfkit.errors import UsageError
+from wfkit.widgets.confirm import Message, fit
 from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.inbox import Inbox
+from wfkit.widgets.live import Live
 from wfkit.widgets.monitor import RunMonitor
 from wfkit.widgets.recovery import Recovery
+from wfkit.widgets.workers import NO_WORKER, WorkerStatus, stalled
 
-__all__ = ["TABS", "Dashboard", "parse_since"]
+__all__ = ["TABS", "Dashboard", "parse_since", "runs_html"]
 
 TABS = ("Runs", "Monitor", "Inbox", "Recovery")
-"""Tab titles, in order (``dashboard.selected_index`` counts from 0)."""
+"""The tabs, in order (``dashboard.selected_index`` counts from 0; the shown titles of Inbox and
+Recovery carry counts: ``dashboard.titles``)."""
+
+_MOVING = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.COMPENSATING)
+
+TAB_CSS = (
+    "<style>"
+    # the tabs take the width of their titles ("Recovery (12)") and wrap to a second line in a
+    # narrow column or side panel, instead of being shrunk into "Recov..."
+    ".wfkit-dashboard > .lm-TabBar{min-height:fit-content;height:auto}"
+    ".wfkit-dashboard > .lm-TabBar > .lm-TabBar-content{flex-wrap:wrap}"
+    ".wfkit-dashboard > .lm-TabBar .lm-TabBar-tab{flex:0 0 auto;min-width:fit-content}"
+    # the run table is as wide as the tab, its cells wrapping (not the content's own width)
+    ".wfkit-dashboard-table > .widget-html-content{flex:1 1 auto;min-width:0;max-width:100%}"
+    "</style>"
+)
 
 ALL = ""
 """The dropdown value meaning "any"."""
@@ -71,8 +97,10 @@ def _utc(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(tzinfo=None)
 
 
-def runs_html(infos: Sequence[RunInfo]) -> str:
-    """The run table as HTML."""
+def runs_html(infos: Sequence[RunInfo], stalled: Collection[str] = ()) -> str:
+    """The run table as HTML; runs in ``stalled`` read "ready: no worker is running in this
+    kernel" by their status. The table wraps its cells (an error is shown whole, its last line
+    first) and scrolls sideways rather than clipping."""
     head = "".join(
         f"<th>{h}</th>"
         for h in ("run", "workflow", "version", "status", "created", "ended", "error")
@@ -80,25 +108,39 @@ def runs_html(infos: Sequence[RunInfo]) -> str:
     rows = []
     for r in infos:
         error = (r.error or "").strip()
+        last = error.splitlines()[-1] if error else ""
+        status = html.escape(r.status.value)
+        extra = ""
+        if r.run_id in stalled:
+            status += f'<br><small class="wfkit-no-worker">{html.escape(NO_WORKER)}</small>'
+            extra = " wfkit-stalled"
         cells = (
-            r.run_id,
-            r.workflow_id,
+            html.escape(r.run_id),
+            html.escape(r.workflow_id),
             str(r.version),
-            r.status.value,
+            status,
             f"{r.created_at:%Y-%m-%d %H:%M:%S}",
             f"{r.ended_at:%Y-%m-%d %H:%M:%S}" if r.ended_at else "",
-            error.splitlines()[-1][:100] if error else "",
         )
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        tds = "".join(f"<td>{c}</td>" for c in cells)
+        # a dotted name (a module path, an exception class) may wrap after its dots
+        shown = html.escape(last).replace(".", ".<wbr>")
+        tds += f'<td class="wfkit-run-error" title="{html.escape(error)}">{shown}</td>'
         rows.append(
-            f'<tr class="wfkit-run-row wfkit-status-{r.status.value}" '
+            f'<tr class="wfkit-run-row wfkit-status-{r.status.value}{extra}" '
             f'data-run="{html.escape(r.run_id)}">{tds}</tr>'
         )
     return (
-        "<style>.wfkit-runs td,.wfkit-runs th{padding:1px 6px;text-align:left;line-height:1.35}"
-        "</style>"
-        '<table class="wfkit-runs" style="font-size:12px;border-collapse:collapse">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<style>.wfkit-runs td,.wfkit-runs th{padding:1px 6px;text-align:left;line-height:1.35;"
+        "vertical-align:top;border-bottom:1px solid var(--jp-border-color2, #dddddd)}"
+        ".wfkit-runs td:first-child{white-space:nowrap}"
+        ".wfkit-runs td.wfkit-run-error{min-width:10em}"
+        ".wfkit-runs .wfkit-no-worker{color:var(--jp-warn-color0, #e65100);white-space:normal}"
+        ".wfkit-runs td.wfkit-run-error{color:var(--jp-error-color1, #c62828)}</style>"
+        '<div style="max-width:100%;overflow-x:auto">'
+        '<table class="wfkit-runs" style="font-size:12px;border-collapse:collapse;'
+        'color:var(--jp-ui-font-color1, #222)">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -115,14 +157,18 @@ class Dashboard(StaticPicture, widgets.Tab):
         Poll interval of the monitor of the selected run, in seconds.
     limit : int
         At most this many runs are listed.
+    refresh_every : float, optional
+        Seconds between updates of the table, the tab counts, the inbox and recovery from one
+        background thread (1 by default); None updates them only on Refresh (and when a tab
+        opens). :meth:`close` stops it.
 
     Examples
     --------
     >>> import wfkit as wf
     >>> from wfkit.widgets import Dashboard
-    >>> board = Dashboard(wf.Engine(":memory:"), actor="ana")
+    >>> board = Dashboard(wf.Engine(":memory:"), actor="ana", refresh_every=None)
     >>> board.titles
-    ('Runs', 'Monitor', 'Inbox', 'Recovery')
+    ('Runs', 'Monitor', 'Inbox (0)', 'Recovery (0)')
     >>> board.close()
     """
 
@@ -133,37 +179,73 @@ class Dashboard(StaticPicture, widgets.Tab):
         *,
         interval: float = 0.5,
         limit: int = 500,
+        refresh_every: float | None = 1.0,
     ) -> None:
+        # checked first: a bad interval raises before anything is shown
+        self.live = (
+            None
+            if refresh_every is None
+            else Live(self._tick, refresh_every, "dashboard", self._stopped)
+        )
         self.engine = engine
         self.interval = interval
         self.limit = limit
+        self._lock = threading.RLock()  # the update thread and the user's changes take turns
+        wide = {"description_width": "initial"}  # labels are never cut to "work..."
         self.status = self._control(
             widgets.Dropdown(
                 options=[("any status", ALL), *[(s.value, s.value) for s in RunStatus]],
                 value=ALL,
                 description="status",
+                style=wide,
+                layout=widgets.Layout(width="auto"),
             ),
             "wfkit-dashboard-status",
         )
         self.workflow = self._control(
-            widgets.Dropdown(options=[("any workflow", ALL)], value=ALL, description="workflow"),
+            widgets.Dropdown(
+                options=[("any workflow", ALL)],
+                value=ALL,
+                description="workflow",
+                style=wide,
+                layout=widgets.Layout(width="auto"),
+            ),
             "wfkit-dashboard-workflow",
         )
         self.since = self._control(
-            widgets.Text(value="", description="since", placeholder="2026-01-31, or 2h, 7d"),
+            widgets.Text(
+                value="",
+                description="since",
+                placeholder="2026-01-31, or 2h, 7d",
+                style=wide,
+                layout=widgets.Layout(width="auto"),
+            ),
             "wfkit-dashboard-since",
         )
-        self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh", layout=fit())
         self.refresh_button.add_class("wfkit-dashboard-refresh")
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.message = Message("wfkit-dashboard-message")
-        self.table = widgets.HTML(value="")
+        self.workers = WorkerStatus(engine)
+        self.table = widgets.HTML(value="", layout=widgets.Layout(min_width="0"))
         self.table.add_class("wfkit-dashboard-table")
-        self.select = widgets.Select(options=[], value=None, rows=8, description="open")
+        self.select = widgets.Select(
+            options=[],
+            value=None,
+            rows=8,
+            description="open",
+            style=wide,
+            layout=widgets.Layout(width="auto", max_width="100%"),
+        )
         self.select.add_class("wfkit-dashboard-select")
         self.runs_tab = widgets.VBox(
             [
-                widgets.HBox([self.status, self.workflow, self.since, self.refresh_button]),
+                widgets.HTML(TAB_CSS, layout=widgets.Layout(height="0px", margin="0")),
+                widgets.HBox(
+                    [self.status, self.workflow, self.since, self.refresh_button],
+                    layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
+                ),
+                self.workers,
                 self.message,
                 self.select,
                 self.table,
@@ -173,63 +255,121 @@ class Dashboard(StaticPicture, widgets.Tab):
         self.monitor_tab = widgets.VBox([widgets.HTML("Pick a run in the Runs tab.")])
         self.monitor_tab.add_class("wfkit-dashboard-monitor")
         self.monitor: RunMonitor | None = None
-        self.inbox = Inbox(engine, actor)
-        self.recovery = Recovery(engine, actor)
+        self.inbox = Inbox(engine, actor, refresh_every=None)  # updated by this thread
+        self.recovery = Recovery(engine, actor, refresh_every=None)
         self.infos: list[RunInfo] = []
+        self.stalled: set[str] = set()
+        self._shown: tuple[Any, ...] | None = None
         self._relisting = False
+        self.sidecar: Any = None
         super().__init__(children=[self.runs_tab, self.monitor_tab, self.inbox, self.recovery])
-        self.titles = TABS
         self.add_class("wfkit-dashboard")
+        self.inbox.on_count(lambda _n: self._retitle())
+        self.recovery.on_count(lambda _n: self._retitle())
         self.refresh()
         for control in (self.status, self.workflow, self.since):
             control.observe(lambda _c: self.refresh_runs(), names="value")
         self.select.observe(self._on_pick, names="value")
         self.observe(self._on_tab, names="selected_index")
+        if self.live is not None:
+            self.live.start()
 
     @staticmethod
     def _control(widget: Any, css_class: str) -> Any:
         widget.add_class(css_class)
         return widget
 
+    def _retitle(self) -> None:
+        titles = (
+            "Runs",
+            "Monitor",
+            f"Inbox ({self.inbox.count})",
+            f"Recovery ({self.recovery.count})",
+        )
+        if tuple(self.titles) != titles:  # type: ignore[has-type]
+            self.titles = titles
+
+    def select_tab(self, name: str) -> None:
+        """Switch to the tab ``name`` (one of :data:`TABS`, without its count)."""
+        if name not in TABS:
+            raise ValueError(f"there is no tab {name!r}; the tabs are {', '.join(TABS)}")
+        self.selected_index = TABS.index(name)
+
+    # --- keeping up to date ---------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """One update of the background thread: the table (only when what it shows changed),
+        the inbox, recovery and the tab counts."""
+        self.refresh_runs(quiet=True)
+        self.inbox.refresh()
+        self.recovery.refresh()
+
+    def _stopped(self, exc: Exception) -> None:
+        self.message.error(
+            f"the dashboard stopped updating: {type(exc).__name__}: {exc}; press Refresh to "
+            "read it again"
+        )
+
     # --- the run table ------------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Read everything again: workflows, runs, inbox and recovery."""
-        known = [(wid, wid) for wid in self.engine.workflows()]
-        options = [("any workflow", ALL), *known]
-        if list(self.workflow.options) != options:
-            current = self.workflow.value
-            self.workflow.options = options
-            self.workflow.value = current if (current, current) in known else ALL
-        self.refresh_runs()
-        self.inbox.refresh()
-        self.recovery.refresh()
-        if self.monitor is not None:
-            self.monitor.refresh()
+        with self._lock:
+            known = [(wid, wid) for wid in self.engine.workflows()]
+            options = [("any workflow", ALL), *known]
+            if list(self.workflow.options) != options:
+                current = self.workflow.value
+                self.workflow.options = options
+                self.workflow.value = current if (current, current) in known else ALL
+            self.refresh_runs()
+            self.inbox.refresh()
+            self.recovery.refresh()
+            self._retitle()
+            if self.monitor is not None:
+                self.monitor.refresh()
 
-    def refresh_runs(self) -> None:
-        """Apply the filters and list the runs again (the picked run stays picked if listed)."""
-        try:
-            since = parse_since(self.since.value, self.engine.clock.now())
-        except ValueError as exc:
-            self.message.error(str(exc))
-            return
-        infos = self.engine.runs(
-            status=self.status.value or None,
-            workflow=self.workflow.value or None,
-            limit=self.limit,
-        )
-        if since is not None:
-            infos = [r for r in infos if r.created_at >= since]
-        self.infos = infos
-        count = f"{len(infos)} run{'s' * (len(infos) != 1)}"
-        self.message.ok(count if infos else "no run matches the filters")
-        self.table.value = runs_html(infos)
+    def refresh_runs(self, *, quiet: bool = False) -> None:
+        """Apply the filters and list the runs again (the picked run stays picked if listed).
+
+        ``quiet`` (the background thread) leaves the table, the list and the message alone
+        when the runs shown did not change.
+        """
+        with self._lock:
+            try:
+                since = parse_since(self.since.value, self.engine.clock.now())
+            except ValueError as exc:
+                if not quiet:
+                    self.message.error(str(exc))
+                return
+            infos = self.engine.runs(
+                status=self.status.value or None,
+                workflow=self.workflow.value or None,
+                limit=self.limit,
+            )
+            if since is not None:
+                infos = [r for r in infos if r.created_at >= since]
+            stuck = {
+                r.run_id for r in infos if r.status in _MOVING and stalled(self.engine, r.run_id)
+            }
+            self.workers.refresh()
+            shown = (tuple(infos), frozenset(stuck))
+            if quiet and shown == self._shown:
+                return
+            self._shown = shown
+            self.infos, self.stalled = infos, stuck
+            count = f"{len(infos)} run{'s' * (len(infos) != 1)}"
+            self.message.ok(count if infos else "no run matches the filters")
+            self.table.value = runs_html(infos, stuck)
+            self._relist(infos)
+
+    def _relist(self, infos: Sequence[RunInfo]) -> None:
         picked = self.select.value
         options = [
             (f"{r.run_id} · {r.workflow_id} v{r.version} · {r.status.value}", r.run_id)
             for r in infos
         ]
+        if list(self.select.options) == options:
+            return
         ids = [run_id for _label, run_id in options]
         self._relisting = True  # a new list is not a pick: no monitor opens meanwhile
         try:
@@ -266,11 +406,52 @@ class Dashboard(StaticPicture, widgets.Tab):
         elif tab == "Runs":
             self.refresh_runs()
 
+    # --- a side panel ---------------------------------------------------------------------------
+
+    def show_in_sidebar(self, title: str = "wfkit dashboard", anchor: str = "split-right") -> Any:
+        """Open the dashboard in a JupyterLab side panel (a ``sidecar.Sidecar``) and return it.
+
+        ``anchor`` is sidecar's: ``"split-right"`` (the default), ``"split-left"``,
+        ``"split-bottom"``, ``"tab-after"``, ``"right"`` (the right sidebar)... The panel
+        shows this same dashboard: it stays in step with any other view of it, and
+        :meth:`close` closes the panel too.
+
+        Raises
+        ------
+        UsageError
+            When the ``sidecar`` package is not installed.
+        """
+        try:
+            from sidecar import Sidecar  # type: ignore[import-untyped]
+        except ImportError:
+            raise UsageError(
+                "show_in_sidebar() needs the sidecar package, which is not installed: "
+                "pip install 'wfkit[notebook]' (or pip install sidecar), restart the kernel "
+                "and call it again; the dashboard itself works without it"
+            ) from None
+        if self.sidecar is not None:
+            self.sidecar.close()
+        self.sidecar = Sidecar(title=title, anchor=anchor)
+        with self.sidecar:
+            display(self)
+        return self.sidecar
+
     def close(self) -> None:
-        """Stop the monitor's thread and close every part."""
+        """Stop the update thread and the monitor's, and close every part (and the side
+        panel)."""
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.stop()
+        if not hasattr(self, "inbox"):  # refused in __init__: nothing else was built
+            super().close()
+            return
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None
         for part in (self.inbox, self.recovery, self.select, self.table, self.message):
             part.close()
+        self.workers.close()
+        if self.sidecar is not None:
+            self.sidecar.close()
+            self.sidecar = None
         super().close()

@@ -2,9 +2,12 @@
 
 Per approval: a comment field, Approve and Reject. Per signal wait: a JSON payload and Send; the
 payload is parsed and checked against the wait's model *before* anything is sent, so a bad one
-shows its error and leaves the wait as it is. Every action records the actor field's value.
-A decided wait moves its run on at once under ``engine.start_workers()``; without workers, the
-next ``engine.run_until_idle()`` does.
+shows its error and leaves the wait as it is. Every button asks first ("Really approve review of
+run 3f2a...? [Yes] [No]", in the row) and only Yes acts, recording the actor field's value and
+what the question showed (comment, payload). The list updates by itself from a background
+thread (new waits appear, closed ones go; what was typed into a row that stays is kept).
+A decided wait moves its run on at once under ``engine.start_workers()``; without workers the
+inbox says "ready: no worker is running in this kernel" and offers Start workers.
 
 CSS hooks: ``wfkit-inbox`` (the widget), ``wfkit-actor``, ``wfkit-inbox-refresh``,
 ``wfkit-inbox-message`` (+ ``wfkit-ok`` / ``wfkit-error``), ``wfkit-inbox-summary``,
@@ -12,13 +15,17 @@ CSS hooks: ``wfkit-inbox`` (the widget), ``wfkit-actor``, ``wfkit-inbox-refresh`
 or ``wfkit-inbox-signal``, ``wfkit-run-<run id>`` and ``wfkit-node-<node id>`` (see
 :func:`~wfkit.widgets.confirm.css_token`), holding ``wfkit-inbox-comment``,
 ``wfkit-inbox-approve``, ``wfkit-inbox-reject`` (approvals) or ``wfkit-inbox-payload``,
-``wfkit-inbox-send`` (signals), and ``wfkit-inbox-error``.
+``wfkit-inbox-send`` (signals), ``wfkit-inbox-error`` and the row's confirmation bar
+(``wfkit-confirm``, ``wfkit-confirm-question``, ``wfkit-confirm-yes``, ``wfkit-confirm-no``);
+the workers bar ``wfkit-workers`` (see :mod:`wfkit.widgets.workers`).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
@@ -29,7 +36,9 @@ from wfkit.definition.workflow import import_model
 from wfkit.engine import Engine, WaitInfo
 from wfkit.engine.nodes.wait import fit_payload
 from wfkit.errors import DefinitionError, WfkitError
-from wfkit.widgets.confirm import Message, actor_field, css_token
+from wfkit.widgets.confirm import BORDER, Confirm, Message, actor_field, css_token, fit
+from wfkit.widgets.live import Live
+from wfkit.widgets.workers import NO_WORKER, WorkerStatus, stalled
 
 __all__ = ["Inbox", "check_payload", "parse_payload"]
 
@@ -102,7 +111,8 @@ def _model_hint(node: Node) -> tuple[str, str]:
 
 
 class _Row(widgets.HBox):
-    """One open wait: what it is on the left, its controls on the right."""
+    """One open wait: what it is on the left, its controls (and its confirmation) on the
+    right; the two wrap under each other in a narrow column."""
 
     def __init__(
         self,
@@ -119,11 +129,18 @@ class _Row(widgets.HBox):
         self.comment: Any = comment  # the approval's comment field
         self.payload: Any = payload  # the signal's payload text area
         self.error = Message("wfkit-inbox-error")
-        describe = widgets.HTML(value=_describe(wait, workflow))
+        self.confirm = Confirm()
+        describe = widgets.HTML(
+            value=_describe(wait, workflow), layout=widgets.Layout(flex="1 1 300px", min_width="0")
+        )
         describe.add_class("wfkit-inbox-description")
+        column = widgets.VBox(
+            [*controls, self.confirm, self.error],
+            layout=widgets.Layout(flex="1 1 320px", min_width="0"),
+        )
         super().__init__(
-            [describe, widgets.VBox([*controls, self.error])],
-            layout=widgets.Layout(border_bottom="1px solid #dddddd", padding="4px 0"),
+            [describe, column],
+            layout=widgets.Layout(border_bottom=BORDER, padding="4px 0", flex_flow="row wrap"),
         )
         self.add_class("wfkit-inbox-item")
         self.add_class(f"wfkit-inbox-{wait.kind}")
@@ -140,14 +157,20 @@ def _describe(w: WaitInfo, workflow: str) -> str:
         what = f"<b>signal {html.escape(w.name)}</b>{key} at {html.escape(w.node_id)}"
     due = f"; due {w.deadline:%Y-%m-%d %H:%M}" if w.deadline else ""
     return (
-        f'<div style="min-width:320px;line-height:1.4">{what}<br><small>run '
+        '<div style="line-height:1.4;overflow-wrap:break-word;'
+        f'color:var(--jp-ui-font-color1, #222)">{what}<br><small>run '
         f"<code>{html.escape(w.run_id)}</code> of {html.escape(workflow)} · since "
         f"{w.since:%Y-%m-%d %H:%M}{due}</small></div>"
     )
 
 
+def _quoted(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class Inbox(widgets.VBox):
-    """Open signal waits and approvals, with approve/reject and send-signal buttons.
+    """Open signal waits and approvals, with approve/reject and send-signal buttons that ask
+    first; the list keeps itself up to date.
 
     Parameters
     ----------
@@ -155,31 +178,51 @@ class Inbox(widgets.VBox):
         Where the waits are.
     actor : str, optional
         Who acts; the OS user by default (editable in the widget).
+    refresh_every : float, optional
+        Seconds between updates from a background thread (1 by default); None updates only on
+        Refresh (and after each action). :meth:`close` stops the thread.
 
     Examples
     --------
     >>> import wfkit as wf
     >>> from wfkit.widgets import Inbox
-    >>> inbox = Inbox(wf.Engine(":memory:"), actor="ana")
+    >>> inbox = Inbox(wf.Engine(":memory:"), actor="ana", refresh_every=None)
     >>> inbox.summary.value
     'nothing is waiting'
+    >>> inbox.close()
     """
 
-    def __init__(self, engine: Engine, actor: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, actor: str | None = None, *, refresh_every: float | None = 1.0
+    ) -> None:
+        # checked first: a bad interval raises before anything is shown
+        self.live = (
+            None
+            if refresh_every is None
+            else Live(self.refresh, refresh_every, "inbox", self._stopped)
+        )
         self.engine = engine
+        self._lock = threading.RLock()  # the update thread and button clicks take turns
         self.actor = actor_field(actor)
-        self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh", layout=fit())
         self.refresh_button.add_class("wfkit-inbox-refresh")
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.message = Message("wfkit-inbox-message")
+        self.workers = WorkerStatus(engine)
         self.summary = widgets.HTML(value="")
         self.summary.add_class("wfkit-inbox-summary")
         self.list = widgets.VBox([])
         self.list.add_class("wfkit-inbox-list")
         self.rows: dict[tuple[str, str, str], _Row] = {}
+        self.count = 0
+        self._on_count: list[Callable[[int], Any]] = []
         super().__init__(
             [
-                widgets.HBox([self.actor, self.refresh_button]),
+                widgets.HBox(
+                    [self.actor, self.refresh_button],
+                    layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
+                ),
+                self.workers,
                 self.message,
                 self.summary,
                 self.list,
@@ -187,30 +230,52 @@ class Inbox(widgets.VBox):
         )
         self.add_class("wfkit-inbox")
         self.refresh()
+        if self.live is not None:
+            self.live.start()
 
     # --- listing ----------------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Read the open waits again; rows still open keep what was typed into them."""
-        # a call waits for its child run, not for a person or a sender: not listed here
-        waits = [w for w in self.engine.waiting() if w.kind != "call"]
-        rows: dict[tuple[str, str, str], _Row] = {}
-        for w in waits:
-            ident = (w.run_id, w.node_id, w.kind)
-            kept = self.rows.pop(ident, None)
-            rows[ident] = kept if kept is not None else self._row(w)
-        for gone in self.rows.values():
-            gone.close()
-        self.rows = rows
-        self.list.children = list(rows.values())
-        approvals = sum(1 for w in waits if w.kind == "approval")
-        signals = len(waits) - approvals
-        self.summary.value = (
-            f"{len(waits)} open: {approvals} approval{'s' * (approvals != 1)}, "
-            f"{signals} signal wait{'s' * (signals != 1)}"
-            if waits
-            else "nothing is waiting"
-        )
+        with self._lock:
+            # a call waits for its child run, not for a person or a sender: not listed here
+            waits = [w for w in self.engine.waiting() if w.kind != "call"]
+            rows: dict[tuple[str, str, str], _Row] = {}
+            for w in waits:
+                ident = (w.run_id, w.node_id, w.kind)
+                kept = self.rows.pop(ident, None)
+                rows[ident] = kept if kept is not None else self._row(w)
+            for gone in self.rows.values():
+                if gone.confirm.pending:  # asked, then decided elsewhere before Yes
+                    self.message.error(
+                        f"{gone.wait.node_id} of run {gone.wait.run_id} is no longer waiting "
+                        "(closed elsewhere); nothing was done"
+                    )
+                gone.close()
+            self.rows = rows
+            children = tuple(rows.values())
+            if self.list.children != children:
+                self.list.children = children
+            approvals = sum(1 for w in waits if w.kind == "approval")
+            signals = len(waits) - approvals
+            summary = (
+                f"{len(waits)} open: {approvals} approval{'s' * (approvals != 1)}, "
+                f"{signals} signal wait{'s' * (signals != 1)}"
+                if waits
+                else "nothing is waiting"
+            )
+            if self.summary.value != summary:
+                self.summary.value = summary
+            self.workers.refresh()
+            counted, self.count = self.count, len(waits)
+        if counted != len(waits):
+            for handler in list(self._on_count):
+                handler(len(waits))
+
+    def on_count(self, handler: Callable[[int], Any]) -> None:
+        """Call ``handler(n)`` whenever the number of open waits changes (the Dashboard's tab
+        title follows it)."""
+        self._on_count.append(handler)
 
     def row(self, run_id: str, node_id: str) -> _Row:
         """The row of the open wait ``node_id`` of run ``run_id``."""
@@ -219,33 +284,53 @@ class Inbox(widgets.VBox):
                 return row
         raise KeyError(f"no open wait {node_id!r} of run {run_id} in the inbox")
 
+    @property
+    def pending(self) -> str | None:
+        """The question a row asks now ("Really approve ...?"), or None."""
+        return next((r.confirm.pending for r in self.rows.values() if r.confirm.pending), None)
+
     def _row(self, w: WaitInfo) -> _Row:
         workflow = self.engine.run(w.run_id).workflow_id
         if w.kind == "approval":
-            comment = widgets.Text(placeholder="comment (recorded with the decision)")
+            comment = widgets.Text(
+                placeholder="comment (recorded with the decision)",
+                layout=widgets.Layout(width="auto", max_width="100%"),
+            )
             comment.add_class("wfkit-inbox-comment")
-            approve = widgets.Button(description="Approve", button_style="success")
+            approve = widgets.Button(description="Approve", button_style="success", layout=fit())
             approve.add_class("wfkit-inbox-approve")
-            reject = widgets.Button(description="Reject", button_style="danger")
+            reject = widgets.Button(description="Reject", button_style="danger", layout=fit())
             reject.add_class("wfkit-inbox-reject")
             row = _Row(
                 w,
                 workflow,
-                [comment, widgets.HBox([approve, reject])],
+                [
+                    comment,
+                    widgets.HBox([approve, reject], layout=widgets.Layout(flex_flow="row wrap")),
+                ],
                 buttons={"approve": approve, "reject": reject},
                 comment=comment,
             )
-            approve.on_click(lambda _b: self.decide(row, approved=True))
-            reject.on_click(lambda _b: self.decide(row, approved=False))
+            approve.on_click(lambda _b: self.ask(row, "approve"))
+            reject.on_click(lambda _b: self.ask(row, "reject"))
             return row
         description, placeholder = _model_hint(self._node(w))
-        payload = widgets.Textarea(placeholder=placeholder, rows=3)
+        payload = widgets.Textarea(
+            placeholder=placeholder, rows=3, layout=widgets.Layout(width="auto", max_width="100%")
+        )
         payload.add_class("wfkit-inbox-payload")
-        send = widgets.Button(description="Send", button_style="primary", icon="paper-plane")
+        send = widgets.Button(
+            description="Send", button_style="primary", icon="paper-plane", layout=fit()
+        )
         send.add_class("wfkit-inbox-send")
-        model = widgets.HTML(value=f"<small>payload: {html.escape(description)}</small>")
+        model = widgets.HTML(
+            value=(
+                '<small style="overflow-wrap:break-word;color:var(--jp-ui-font-color2, #555)">'
+                f"payload: {html.escape(description)}</small>"
+            )
+        )
         row = _Row(w, workflow, [model, payload, send], buttons={"send": send}, payload=payload)
-        send.on_click(lambda _b: self.send_signal(row))
+        send.on_click(lambda _b: self.ask(row, "send"))
         return row
 
     def _node(self, w: WaitInfo) -> Node:
@@ -258,32 +343,44 @@ class Inbox(widgets.VBox):
             self.message.error("no actor: nothing was sent")
         return actor or None
 
-    # --- actions ----------------------------------------------------------------------------
+    def _stopped(self, exc: Exception) -> None:
+        self.message.error(
+            f"the inbox stopped updating: {type(exc).__name__}: {exc}; press Refresh to read it "
+            "again"
+        )
 
-    def decide(self, row: _Row, *, approved: bool) -> bool:
-        """Approve or reject the approval of ``row`` with its comment; True when recorded."""
-        actor = self._actor(row)
-        if actor is None:
-            return False
-        w = row.wait
-        comment = row.comment.value.strip() or None
-        verb = "approved" if approved else "rejected"
-        try:
-            self.engine.approve(w.run_id, w.node_id, approved, actor=actor, comment=comment)
-        except WfkitError as exc:
-            row.error.error(str(exc))
-            self.message.error(f"{w.node_id} of run {w.run_id} was not {verb}: {exc}")
-            self.refresh()
-            return False
-        self.message.ok(f"{verb} {w.node_id} of run {w.run_id} as {actor}")
-        self.refresh()
-        return True
+    # --- asking -------------------------------------------------------------------------------
 
-    def send_signal(self, row: _Row) -> bool:
-        """Check the payload of ``row`` against its wait's model, then send it; True if taken."""
-        actor = self._actor(row)
-        if actor is None:
-            return False
+    def ask(self, row: _Row, action: str) -> None:
+        """What a button does: show ``row``'s question ("Really approve ...?"); only its Yes
+        acts, with the actor, comment and payload the question showed. ``action`` is
+        ``"approve"``, ``"reject"`` or ``"send"``."""
+        if action not in ("approve", "reject", "send"):
+            raise ValueError(f"unknown inbox action {action!r}; use approve, reject or send")
+        with self._lock:
+            actor = self._actor(row)
+            if actor is None:
+                return
+            row.error.clear()
+            for other in self.rows.values():  # one question at a time
+                if other is not row:
+                    other.confirm.no()
+            w = row.wait
+            if action == "send":
+                self._ask_send(row, actor)
+                return
+            comment = row.comment.value.strip() or None
+            said = f'Comment: "{_quoted(comment)}".' if comment else "No comment."
+            verb = "approved" if action == "approve" else "rejected"
+            row.confirm.ask(
+                f"Really {action} {w.node_id} of run {w.run_id}?",
+                lambda: self.decide(
+                    row, approved=action == "approve", actor=actor, comment=comment
+                ),
+                f"{said} Recorded as {verb} by {actor}.",
+            )
+
+    def _ask_send(self, row: _Row, actor: str) -> None:
         w = row.wait
         try:
             payload = parse_payload(row.payload.value)
@@ -291,19 +388,102 @@ class Inbox(widgets.VBox):
         except ValueError as exc:
             row.error.error(f"{exc}; nothing was sent")
             self.message.error(f"signal {w.name!r} was not sent: the payload is refused")
-            return False
-        try:
-            taken = self.engine.signal(w.name, w.key, payload, actor=actor)
-        except WfkitError as exc:
-            row.error.error(str(exc))
-            self.message.error(f"signal {w.name!r} was not sent: {exc}")
-            return False
-        if taken:
-            key = f" (key {w.key})" if w.key else ""
-            self.message.ok(f"sent signal {w.name!r}{key} to run {w.run_id} as {actor}")
-        else:
-            self.message.error(
-                f"nothing waits for signal {w.name!r} (key {w.key}) any more; nothing was sent"
-            )
-        self.refresh()
-        return taken
+            return
+        key = f" (key {w.key})" if w.key else ""
+        text = json.dumps(payload, ensure_ascii=False, default=str)
+        row.confirm.ask(
+            f"Really send signal {w.name!r}{key} to run {w.run_id}?",
+            lambda: self.send_signal(row, payload=payload, actor=actor),
+            f"Payload: {_quoted(text)}. Recorded as sent by {actor}.",
+        )
+
+    # --- actions ----------------------------------------------------------------------------
+
+    def decide(
+        self,
+        row: _Row,
+        *,
+        approved: bool,
+        actor: str | None = None,
+        comment: str | None = None,
+    ) -> bool:
+        """Approve or reject the approval of ``row`` now (what Yes does); True when recorded.
+
+        ``actor`` and ``comment`` default to what the row's fields hold.
+        """
+        with self._lock:
+            actor = actor or self._actor(row)
+            if actor is None:
+                return False
+            w = row.wait
+            if comment is None:
+                comment = row.comment.value.strip() or None
+            verb = "approved" if approved else "rejected"
+            try:
+                self.engine.approve(w.run_id, w.node_id, approved, actor=actor, comment=comment)
+            except WfkitError as exc:
+                row.error.error(str(exc))
+                self.message.error(f"{w.node_id} of run {w.run_id} was not {verb}: {exc}")
+                self.refresh()
+                return False
+            self.message.ok(f"{verb} {w.node_id} of run {w.run_id} as {actor}{self._then(w)}")
+            self.refresh()
+            return True
+
+    def send_signal(
+        self, row: _Row, *, payload: dict[str, Any] | None = None, actor: str | None = None
+    ) -> bool:
+        """Check the payload of ``row`` against its wait's model, then send it now (what Yes
+        does); True if taken. ``payload`` and ``actor`` default to what the row's fields hold."""
+        with self._lock:
+            actor = actor or self._actor(row)
+            if actor is None:
+                return False
+            w = row.wait
+            try:
+                if payload is None:
+                    payload = parse_payload(row.payload.value)
+                check_payload(self._node(w), payload)
+            except ValueError as exc:
+                row.error.error(f"{exc}; nothing was sent")
+                self.message.error(f"signal {w.name!r} was not sent: the payload is refused")
+                return False
+            try:
+                taken = self.engine.signal(w.name, w.key, payload, actor=actor)
+            except WfkitError as exc:
+                row.error.error(str(exc))
+                self.message.error(f"signal {w.name!r} was not sent: {exc}")
+                return False
+            if taken:
+                key = f" (key {w.key})" if w.key else ""
+                self.message.ok(
+                    f"sent signal {w.name!r}{key} to run {w.run_id} as {actor}{self._then(w)}"
+                )
+            else:
+                self.message.error(
+                    f"nothing waits for signal {w.name!r} (key {w.key}) any more; nothing was sent"
+                )
+            self.refresh()
+            return taken
+
+    def _then(self, w: WaitInfo) -> str:
+        """What happens next to the run, when nothing will move it."""
+        if stalled(self.engine, w.run_id):
+            return f"; {NO_WORKER}: press Start workers (or run engine.run_until_idle())"
+        return ""
+
+    def close(self) -> None:
+        """Stop the update thread and close the widget and its rows."""
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.stop()
+        if not hasattr(self, "rows"):  # refused in __init__: nothing else was built
+            super().close()
+            return
+        with self._lock:
+            for row in self.rows.values():
+                row.close()
+            self.rows = {}
+        for part in (self.workers, self.message, self.summary, self.list, self.actor):
+            part.close()
+        super().close()

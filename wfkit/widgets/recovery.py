@@ -5,7 +5,9 @@ step offers Resume; both offer Cancel; a failed run offers Retry run (``engine.r
 on from where it failed; only where it can) and Restart as new. Every button first
 asks "Really ... run X? [Yes] [No]" and only Yes calls the engine, with the actor field's value
 recorded on the event. As in the inbox, the run moves on under ``engine.start_workers()`` (or
-at the next ``engine.run_until_idle()``).
+at the next ``engine.run_until_idle()``; without either the panel says "ready: no worker is
+running in this kernel" and offers Start workers). The list updates by itself from a background
+thread; a row whose run did not change is kept as it is.
 
 CSS hooks: ``wfkit-recovery`` (the widget), ``wfkit-actor``, ``wfkit-recovery-refresh``,
 ``wfkit-recovery-message`` (+ ``wfkit-ok`` / ``wfkit-error``), ``wfkit-recovery-summary``,
@@ -14,19 +16,23 @@ CSS hooks: ``wfkit-recovery`` (the widget), ``wfkit-actor``, ``wfkit-recovery-re
 ``wfkit-recovery-retry``, ``-skip``, ``-abandon``, ``-resume``, ``-cancel``, ``-retry-run``,
 ``-restart``;
 the confirmation bar: ``wfkit-confirm``, ``wfkit-confirm-question``, ``wfkit-confirm-yes``,
-``wfkit-confirm-no``.
+``wfkit-confirm-no``; the workers bar ``wfkit-workers``.
 """
 
 from __future__ import annotations
 
 import html
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 
 from wfkit.engine import Engine, RunInfo, RunStatus
 from wfkit.errors import UsageError, WfkitError
-from wfkit.widgets.confirm import Confirm, Message, actor_field, css_token
+from wfkit.widgets.confirm import BORDER, Confirm, Message, actor_field, css_token, fit
+from wfkit.widgets.live import Live
+from wfkit.widgets.workers import WorkerStatus
 
 __all__ = ["ACTIONS", "Recovery"]
 
@@ -84,18 +90,23 @@ class _Row(widgets.HBox):
         self.kind = kind
         self.buttons = {b.action: b for b in buttons}
         describe = widgets.HTML(
+            layout=widgets.Layout(flex="1 1 320px", min_width="0"),
             value=(
-                '<div style="min-width:360px;line-height:1.4">'
+                '<div style="line-height:1.4;overflow-wrap:break-word;'
+                'color:var(--jp-ui-font-color1, #222)">'
                 f"<b>run <code>{html.escape(info.run_id)}</code></b>"
                 f" · {html.escape(info.workflow_id)} v{info.version} · "
                 f'<span class="wfkit-status wfkit-status-{info.status.value}">'
                 f"{info.status.value}</span><br>"
                 f'<small class="wfkit-recovery-reason">{html.escape(reason)}</small></div>'
-            )
+            ),
+        )
+        actions = widgets.HBox(
+            buttons, layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")
         )
         super().__init__(
-            [describe, widgets.HBox(buttons)],
-            layout=widgets.Layout(border_bottom="1px solid #dddddd", padding="4px 0"),
+            [describe, actions],
+            layout=widgets.Layout(border_bottom=BORDER, padding="4px 0", flex_flow="row wrap"),
         )
         self.add_class("wfkit-recovery-item")
         self.add_class(f"wfkit-recovery-{kind}")
@@ -113,20 +124,39 @@ class Recovery(widgets.VBox):
         Who acts; the OS user by default (editable in the widget).
     limit : int
         At most this many runs of each status are listed (newest first).
+    refresh_every : float, optional
+        Seconds between updates from a background thread (1 by default); None updates only on
+        Refresh (and after each action). :meth:`close` stops the thread.
 
     Examples
     --------
     >>> import wfkit as wf
     >>> from wfkit.widgets import Recovery
-    >>> Recovery(wf.Engine(":memory:"), actor="ana").summary.value
+    >>> panel = Recovery(wf.Engine(":memory:"), actor="ana", refresh_every=None)
+    >>> panel.summary.value
     'no failed or suspended runs'
+    >>> panel.close()
     """
 
-    def __init__(self, engine: Engine, actor: str | None = None, *, limit: int = 200) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        actor: str | None = None,
+        *,
+        limit: int = 200,
+        refresh_every: float | None = 1.0,
+    ) -> None:
+        # checked first: a bad interval raises before anything is shown
+        self.live = (
+            None
+            if refresh_every is None
+            else Live(self.refresh, refresh_every, "recovery", self._stopped)
+        )
         self.engine = engine
         self.limit = limit
+        self._lock = threading.RLock()  # the update thread and button clicks take turns
         self.actor = actor_field(actor)
-        self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh", layout=fit())
         self.refresh_button.add_class("wfkit-recovery-refresh")
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.confirm = Confirm()
@@ -136,10 +166,17 @@ class Recovery(widgets.VBox):
         self.list = widgets.VBox([])
         self.list.add_class("wfkit-recovery-list")
         self.rows: dict[str, _Row] = {}
+        self.workers = WorkerStatus(engine)
+        self.count = 0
+        self._on_count: list[Callable[[int], Any]] = []
         super().__init__(
             [
-                widgets.HBox([self.actor, self.refresh_button]),
+                widgets.HBox(
+                    [self.actor, self.refresh_button],
+                    layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
+                ),
                 self.confirm,
+                self.workers,
                 self.message,
                 self.summary,
                 self.list,
@@ -147,22 +184,72 @@ class Recovery(widgets.VBox):
         )
         self.add_class("wfkit-recovery")
         self.refresh()
+        if self.live is not None:
+            self.live.start()
 
     def refresh(self) -> None:
-        """List the suspended and failed runs again."""
-        infos = [
-            *self.engine.runs(status=RunStatus.SUSPENDED, limit=self.limit),
-            *self.engine.runs(status=RunStatus.FAILED, limit=self.limit),
-        ]
-        for old in self.rows.values():
-            old.close()
-        self.rows = {info.run_id: self._row(info) for info in infos}
-        self.list.children = list(self.rows.values())
-        suspended = sum(1 for i in infos if i.status == RunStatus.SUSPENDED)
-        failed = len(infos) - suspended
-        self.summary.value = (
-            f"{suspended} suspended, {failed} failed" if infos else "no failed or suspended runs"
+        """List the suspended and failed runs again (a run that did not change keeps its row)."""
+        with self._lock:
+            infos = [
+                *self.engine.runs(status=RunStatus.SUSPENDED, limit=self.limit),
+                *self.engine.runs(status=RunStatus.FAILED, limit=self.limit),
+            ]
+            rows: dict[str, _Row] = {}
+            for info in infos:
+                kept = self.rows.pop(info.run_id, None)
+                if kept is not None and (kept.info.status, kept.info.updated_at) != (
+                    info.status,
+                    info.updated_at,
+                ):
+                    kept.close()
+                    kept = None
+                rows[info.run_id] = kept if kept is not None else self._row(info)
+            for old in self.rows.values():
+                old.close()
+            self.rows = rows
+            children = tuple(rows.values())
+            if self.list.children != children:
+                self.list.children = children
+            suspended = sum(1 for i in infos if i.status == RunStatus.SUSPENDED)
+            failed = len(infos) - suspended
+            summary = (
+                f"{suspended} suspended, {failed} failed"
+                if infos
+                else "no failed or suspended runs"
+            )
+            if self.summary.value != summary:
+                self.summary.value = summary
+            self.workers.refresh()
+            counted, self.count = self.count, len(infos)
+        if counted != len(infos):
+            for handler in list(self._on_count):
+                handler(len(infos))
+
+    def on_count(self, handler: Callable[[int], Any]) -> None:
+        """Call ``handler(n)`` whenever the number of listed runs changes."""
+        self._on_count.append(handler)
+
+    def _stopped(self, exc: Exception) -> None:
+        self.message.error(
+            f"the panel stopped updating: {type(exc).__name__}: {exc}; press Refresh to read it "
+            "again"
         )
+
+    def close(self) -> None:
+        """Stop the update thread and close the widget and its rows."""
+        live = getattr(self, "live", None)
+        if live is not None:
+            live.stop()
+        if not hasattr(self, "rows"):  # refused in __init__: nothing else was built
+            super().close()
+            return
+        with self._lock:
+            for row in self.rows.values():
+                row.close()
+            self.rows = {}
+        for part in (self.workers, self.confirm, self.message, self.summary, self.list):
+            part.close()
+        super().close()
 
     def row(self, run_id: str) -> _Row:
         """The row of run ``run_id``."""
@@ -180,7 +267,7 @@ class Recovery(widgets.VBox):
         for action in actions:
             label = ACTIONS[action][0]
             style = "danger" if action in ("abandon", "cancel") else ""
-            button = widgets.Button(description=label, button_style=style)
+            button = widgets.Button(description=label, button_style=style, layout=fit())
             button.add_class(f"wfkit-recovery-{action}")
             button.action = action
             button.on_click(self._asker(info.run_id, action))
@@ -218,15 +305,16 @@ class Recovery(widgets.VBox):
         if not actor:
             self.message.error("enter who you are in the 'actor' field first; nothing was done")
             return False
-        try:
-            done = self._do(run_id, action, actor)
-        except WfkitError as exc:
-            self.message.error(f"{ACTIONS[action][0]} of run {run_id} failed: {exc}")
+        with self._lock:
+            try:
+                done = self._do(run_id, action, actor)
+            except WfkitError as exc:
+                self.message.error(f"{ACTIONS[action][0]} of run {run_id} failed: {exc}")
+                self.refresh()
+                return False
+            self.message.ok(done)
             self.refresh()
-            return False
-        self.message.ok(done)
-        self.refresh()
-        return True
+            return True
 
     def _do(self, run_id: str, action: str, actor: str) -> str:
         engine = self.engine

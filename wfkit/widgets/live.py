@@ -1,0 +1,80 @@
+"""``Live``: a background thread that keeps a widget up to date, as the run monitor does.
+
+A busy notebook cell processes no widget messages, so a widget that updates by itself does so
+from a daemon thread; the thread stops on :meth:`Live.stop` (the widgets' ``close()`` calls it)
+and waits for its current update, so nothing is left running behind a closed widget.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from wfkit.errors import UsageError
+
+__all__ = ["Live"]
+
+
+class Live:
+    """Call ``tick()`` every ``interval`` seconds on a daemon thread until :meth:`stop`.
+
+    An exception from ``tick`` stops the thread and is handed to ``on_error`` (which says so in
+    the widget); :meth:`start` starts it again.
+
+    Examples
+    --------
+    >>> import time
+    >>> ticks = []
+    >>> live = Live(lambda: ticks.append(1), 0.01, "docs")
+    >>> live.start(); time.sleep(0.2); live.stop()
+    >>> live.running, len(ticks) > 0
+    (False, True)
+    """
+
+    def __init__(
+        self,
+        tick: Callable[[], object],
+        interval: float,
+        name: str,
+        on_error: Callable[[Exception], None] = lambda exc: None,
+    ) -> None:
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
+            raise UsageError(
+                f"the {name} update interval must be a positive number of seconds, not "
+                f"{interval!r}: e.g. refresh_every=1, or refresh_every=None to update only on "
+                "Refresh"
+            )
+        self.tick = tick
+        self.interval = interval
+        self.name = name
+        self.on_error = on_error
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start the thread (a no-op while it runs)."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=f"wfkit-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and wait for its current update to end."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self.interval + 10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception as exc:  # the engine closed, or a read failed: say so and stop
+                self.on_error(exc)
+                return
