@@ -563,23 +563,15 @@ def test_a_past_point_stays_while_the_run_goes_on(engine, acts, monitors) -> Non
     assert shown_data(monitor) == {"k": "1", "prepared": True, "finished": True}
 
 
-def test_the_status_line_keeps_a_place_for_a_workers_indicator(engine, acts, monitors) -> None:
+def test_the_status_line_holds_the_workers_bar(engine, acts, monitors) -> None:
     acts.noop("a")
     engine.register(wf.Workflow("one").start_with("a"))
     monitor = monitors(engine, engine.start("one", {}))
     line = monitor.status_line
     assert line.children == (monitor.header_html, monitor.explain_html, monitor.worker_slot)
-    assert monitor.worker_slot.children == ()
+    assert monitor.worker_slot.children == (monitor.workers,)
     assert "wfkit-monitor-workers" in monitor.worker_slot._dom_classes
-    indicator = wf_widgets_label("no worker is running in this kernel")
-    monitor.worker_slot.children = (indicator,)  # what the workers widget does
-    assert monitor.status_line.children[-1].children == (indicator,)
-
-
-def wf_widgets_label(text: str) -> Any:
-    import ipywidgets
-
-    return ipywidgets.HTML(text)
+    assert "wfkit-workers" in monitor.workers._dom_classes
 
 
 def test_the_timeline_text_follows_the_front_ends_theme(engine, acts, monitors) -> None:
@@ -607,3 +599,29 @@ def test_the_data_column_scrolls_inside_its_own_box(engine, acts, monitors) -> N
     assert tag is not None
     assert "white-space:pre;" in tag[1] and "overflow:auto" in tag[1]  # never wraps mid-number
     assert shown_data(monitor)["amount"] == 12345678901234567890
+
+
+def test_a_run_with_ready_work_and_no_worker_says_so_and_starts_them(
+    engine, acts, monitors
+) -> None:
+    acts.noop("expense.submit", "expense.pay")
+    engine.register(
+        wf.Workflow("expense").start_with("expense.submit").approval("ok").then("expense.pay")
+    )
+    run = engine.start("expense", {})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+    monitor.refresh()
+    assert monitor.workers.layout.display == "none"  # waits for a person: nothing to drive
+
+    engine.approve(run.id, "ok", actor="ana")  # no worker runs in this process
+    monitor.refresh()
+
+    assert monitor.worker_slot.children == (monitor.workers,)
+    assert monitor.workers.layout.display == "flex"
+    assert "no worker is running in this process" in monitor.explain_html.value
+    monitor.workers.start_button.click()
+    assert run.result(timeout=30) == {}
+    monitor.refresh()
+    assert monitor.workers.layout.display == "none"
+    assert acts.calls == ["expense.submit", "expense.pay"]

@@ -48,6 +48,7 @@ from wfkit.widgets.progress import LoopProgress, loop_progress, progress_html
 from wfkit.widgets.stepper import HistoryStepper
 from wfkit.widgets.surface import GraphSurface
 from wfkit.widgets.timeline import spans_of, timeline_svg
+from wfkit.widgets.workers import WorkerStatus
 
 __all__ = ["LoopProgress", "RunMonitor", "events_html", "logs_html", "loop_progress"]
 
@@ -154,6 +155,8 @@ class RunMonitor(StaticPicture, widgets.VBox):
         self.explain_html.layout = widgets.Layout(flex="1 1 auto", min_width="0")
         self.worker_slot = widgets.Box(layout=widgets.Layout(flex="0 0 auto"))
         self.worker_slot.add_class("wfkit-monitor-workers")
+        self.workers = WorkerStatus(engine, self.run.id)  # "ready: no worker ..." [Start workers]
+        self.worker_slot.children = (self.workers,)
         self.status_line = widgets.HBox(
             [self.header_html, self.explain_html, self.worker_slot],
             layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
@@ -308,6 +311,7 @@ class RunMonitor(StaticPicture, widgets.VBox):
                 changed |= self._show_point()
             changed |= self._show_timeline()
             changed |= self._set(self.explain_html, "value", self._explain(self.run.explain()))
+            self.workers.refresh()  # shown while the run has ready work and nothing drives it
             return changed
 
     def _at(self) -> tuple[StoredCheckpoint | None, list[Event], dict[str, dict[str, Any]]]:
