@@ -12,33 +12,17 @@ activities, from the end of one to the start of the next. Prints JSON lines; ass
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import secrets
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
+from engine import postgres_database  # benchmarks/engine.py, beside this script
+
 import wfkit as wf
-
-
-@contextlib.contextmanager
-def database(admin_url: str) -> Iterator[str]:
-    import psycopg
-
-    name = f"wfkit_bench_{secrets.token_hex(6)}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = admin_url.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def registry(marks: list[tuple[float, float]], lock: threading.Lock) -> wf.ActivityRegistry:
@@ -96,7 +80,7 @@ def main(argv: list[str]) -> None:
     steps = int(argv[1]) if len(argv) > 1 else 200
     results = []
     for split in (False, True):
-        with database(admin) as url:
+        with postgres_database(admin) as url:
             results.append(measure(url, steps, split))
         print(json.dumps(results[-1]), flush=True)
     extra = results[1]["gap_p50_ms"] - results[0]["gap_p50_ms"]
