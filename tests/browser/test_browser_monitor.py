@@ -93,6 +93,7 @@ def test_a_click_shows_a_nodes_attempts_and_the_stepper_goes_back_in_time(
     expect(page.locator(".wfkit-stepper-label")).to_contain_text("viewing the past")
     current = page.locator(".wfkit-monitor-events tr.wfkit-event-current")
     expect(current.first).to_have_attribute("data-seq", re.compile(r"\d+"))
+    expect(current.last).to_have_attribute("data-seq", str(seq))  # the page caught up with it
     seqs = [int(s) for s in current.evaluate_all("rows => rows.map(r => r.dataset.seq)")]
     assert seqs and seqs[-1] == seq
     shown = json.loads(page.locator("pre.wfkit-data").inner_text())
