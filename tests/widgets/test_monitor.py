@@ -148,6 +148,26 @@ def test_for_each_progress_counts_done_failed_and_open_items(engine, acts, clock
     assert run.status == wf.RunStatus.COMPLETED  # the partial join went on to 'review'
 
 
+def test_for_each_progress_counts_items_whose_last_step_is_a_call(engine, acts, monitors) -> None:
+    acts.noop("pay.charge", "ship")
+    engine.register(wf.Workflow("payment", 1).start_with("pay.charge"))
+    flow = (
+        wf.Workflow("batch", 1)
+        .start_with()
+        .for_each("amounts", lambda b: b.call("payment", input={"amount": "item"}))
+        .then("ship")
+    )
+    engine.register(flow)
+    run = engine.start("batch", {"amounts": [1, 2, 3]})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert "3/3" in monitor.progress_html.value  # each item ended with call.completed
+    assert monitor.surface.tooltips == {"for_each-1": "for_each for_each-1: 3/3"}
+    assert monitor.surface.status["call-payment"] == "succeeded"  # the same word, one source
+
+
 def test_the_timeline_has_one_bar_per_attempt_coloured_by_outcome(
     engine, acts, clock, monitors
 ) -> None:
