@@ -301,8 +301,9 @@ class Dashboard(StaticPicture, widgets.Tab):
         """One update of the background thread: the table (only when what it shows changed),
         the inbox, recovery and the tab counts."""
         self.refresh_runs(quiet=True)
-        self.inbox.refresh()
-        self.recovery.refresh()
+        # the three workers bars watch the whole engine: one answer serves them all
+        self.inbox.refresh(stalled_now=self.workers.shown)
+        self.recovery.refresh(stalled_now=self.workers.shown)
 
     def _stopped(self, exc: Exception) -> None:
         self.message.error(
@@ -322,8 +323,8 @@ class Dashboard(StaticPicture, widgets.Tab):
                 self.workflow.options = options
                 self.workflow.value = current if (current, current) in known else ALL
             self.refresh_runs()
-            self.inbox.refresh()
-            self.recovery.refresh()
+            self.inbox.refresh(stalled_now=self.workers.shown)
+            self.recovery.refresh(stalled_now=self.workers.shown)
             self._retitle()
             if self.monitor is not None:
                 self.monitor.refresh()
@@ -335,6 +336,7 @@ class Dashboard(StaticPicture, widgets.Tab):
         when the runs shown did not change.
         """
         with self._lock:
+            self.workers.refresh()  # the inbox and recovery bars reuse its answer
             try:
                 since = parse_since(self.since.value, self.engine.clock.now())
             except ValueError as exc:
@@ -351,7 +353,6 @@ class Dashboard(StaticPicture, widgets.Tab):
             stuck = {
                 r.run_id for r in infos if r.status in _MOVING and stalled(self.engine, r.run_id)
             }
-            self.workers.refresh()
             shown = (tuple(infos), frozenset(stuck))
             if quiet and shown == self._shown:
                 return

@@ -235,8 +235,12 @@ class Inbox(widgets.VBox):
 
     # --- listing ----------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """Read the open waits again; rows still open keep what was typed into them."""
+    def refresh(self, *, stalled_now: bool | None = None) -> None:
+        """Read the open waits again; rows still open keep what was typed into them.
+
+        ``stalled_now`` is the workers bar's answer when the caller already has it (the
+        Dashboard asks once per update); None asks the engine.
+        """
         with self._lock:
             # a call waits for its child run, not for a person or a sender: not listed here
             waits = [w for w in self.engine.waiting() if w.kind != "call"]
@@ -266,7 +270,7 @@ class Inbox(widgets.VBox):
             )
             if self.summary.value != summary:
                 self.summary.value = summary
-            self.workers.refresh()
+            self.workers.refresh(stalled_now)
             counted, self.count = self.count, len(waits)
         if counted != len(waits):
             for handler in list(self._on_count):

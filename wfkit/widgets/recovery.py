@@ -187,8 +187,12 @@ class Recovery(widgets.VBox):
         if self.live is not None:
             self.live.start()
 
-    def refresh(self) -> None:
-        """List the suspended and failed runs again (a run that did not change keeps its row)."""
+    def refresh(self, *, stalled_now: bool | None = None) -> None:
+        """List the suspended and failed runs again (a run that did not change keeps its row).
+
+        ``stalled_now`` is the workers bar's answer when the caller already has it (the
+        Dashboard asks once per update); None asks the engine.
+        """
         with self._lock:
             infos = [
                 *self.engine.runs(status=RunStatus.SUSPENDED, limit=self.limit),
@@ -219,7 +223,7 @@ class Recovery(widgets.VBox):
             )
             if self.summary.value != summary:
                 self.summary.value = summary
-            self.workers.refresh()
+            self.workers.refresh(stalled_now)
             counted, self.count = self.count, len(infos)
         if counted != len(infos):
             for handler in list(self._on_count):
