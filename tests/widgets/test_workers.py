@@ -59,7 +59,9 @@ def test_a_purged_or_unknown_run_is_not_stalled(engine) -> None:
     assert stalled(engine, "no-such-run") is False
 
 
-def test_the_dashboard_asks_once_per_update_for_its_three_bars(engine, expense, monkeypatch) -> None:
+def test_the_dashboard_asks_once_per_update_for_its_three_bars(
+    engine, expense, monkeypatch
+) -> None:
     from wfkit.widgets import Dashboard
     from wfkit.widgets import workers as workers_module
 

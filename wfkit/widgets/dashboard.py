@@ -32,7 +32,7 @@ from wfkit.errors import UsageError
 from wfkit.widgets.confirm import Message, fit
 from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.inbox import Inbox
-from wfkit.widgets.live import Live
+from wfkit.widgets.live import Live, stop_live
 from wfkit.widgets.monitor import RunMonitor
 from wfkit.widgets.recovery import Recovery
 from wfkit.widgets.workers import NO_WORKER, WorkerStatus, stalled
@@ -182,11 +182,7 @@ class Dashboard(StaticPicture, widgets.Tab):
         refresh_every: float | None = 1.0,
     ) -> None:
         # checked first: a bad interval raises before anything is shown
-        self.live = (
-            None
-            if refresh_every is None
-            else Live(self._tick, refresh_every, "dashboard", self._stopped)
-        )
+        self.live = Live.every(refresh_every, self._tick, "dashboard", self._stopped)
         self.engine = engine
         self.interval = interval
         self.limit = limit
@@ -440,19 +436,14 @@ class Dashboard(StaticPicture, widgets.Tab):
     def close(self) -> None:
         """Stop the update thread and the monitor's, and close every part (and the side
         panel)."""
-        live = getattr(self, "live", None)
-        if live is not None:
-            live.stop()
-        if not hasattr(self, "inbox"):  # refused in __init__: nothing else was built
-            super().close()
-            return
-        if self.monitor is not None:
-            self.monitor.close()
-            self.monitor = None
-        for part in (self.inbox, self.recovery, self.select, self.table, self.message):
-            part.close()
-        self.workers.close()
-        if self.sidecar is not None:
-            self.sidecar.close()
-            self.sidecar = None
+        if stop_live(self, "inbox"):  # else refused in __init__: nothing else was built
+            if self.monitor is not None:
+                self.monitor.close()
+                self.monitor = None
+            for part in (self.inbox, self.recovery, self.select, self.table, self.message):
+                part.close()
+            self.workers.close()
+            if self.sidecar is not None:
+                self.sidecar.close()
+                self.sidecar = None
         super().close()

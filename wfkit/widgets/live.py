@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from wfkit.errors import UsageError
 
-__all__ = ["Live"]
+__all__ = ["Live", "stop_live"]
 
 
 class Live:
@@ -30,6 +30,18 @@ class Live:
     >>> live.running, len(ticks) > 0
     (False, True)
     """
+
+    @classmethod
+    def every(
+        cls,
+        seconds: float | None,
+        tick: Callable[[], object],
+        name: str,
+        on_error: Callable[[Exception], None],
+    ) -> Live | None:
+        """The thread of a widget's ``refresh_every=seconds`` (not started), or None for
+        ``refresh_every=None``; a bad interval raises :class:`~wfkit.errors.UsageError`."""
+        return None if seconds is None else cls(tick, seconds, name, on_error)
 
     def __init__(
         self,
@@ -78,3 +90,13 @@ class Live:
             except Exception as exc:  # the engine closed, or a read failed: say so and stop
                 self.on_error(exc)
                 return
+
+
+def stop_live(widget: object, built: str) -> bool:
+    """Stop ``widget.live`` (its update thread, when it has one) and say whether its
+    ``__init__`` got as far as the attribute ``built``: False when it was refused first (a bad
+    ``refresh_every``), so that ``close()`` has nothing but the widget itself to close."""
+    live = getattr(widget, "live", None)
+    if live is not None:
+        live.stop()
+    return hasattr(widget, built)

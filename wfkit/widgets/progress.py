@@ -16,7 +16,6 @@ from wfkit.engine.vocabulary import EventKind
 __all__ = ["LoopProgress", "loop_progress", "progress_html"]
 
 
-
 @dataclass(frozen=True)
 class LoopProgress:
     """How far the items of one for_each node got: ``37/50, 2 failed``."""
