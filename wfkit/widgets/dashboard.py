@@ -255,7 +255,6 @@ class Dashboard(StaticPicture, widgets.Tab):
         self.recovery = Recovery(engine, actor, refresh_every=None)
         self.infos: list[RunInfo] = []
         self.stalled: set[str] = set()
-        self._shown: tuple[Any, ...] | None = None
         self._relisting = False
         self.sidecar: Any = None
         super().__init__(children=[self.runs_tab, self.monitor_tab, self.inbox, self.recovery])
@@ -349,10 +348,8 @@ class Dashboard(StaticPicture, widgets.Tab):
             stuck = {
                 r.run_id for r in infos if r.status in _MOVING and stalled(self.engine, r.run_id)
             }
-            shown = (tuple(infos), frozenset(stuck))
-            if quiet and shown == self._shown:
+            if quiet and (infos, stuck) == (self.infos, self.stalled):
                 return
-            self._shown = shown
             self.infos, self.stalled = infos, stuck
             count = f"{len(infos)} run{'s' * (len(infos) != 1)}"
             self.message.ok(count if infos else "no run matches the filters")
