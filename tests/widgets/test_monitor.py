@@ -292,7 +292,7 @@ def test_the_background_thread_follows_a_run_driven_elsewhere_and_stops_on_close
     assert wait_until(lambda: "completed" in monitor.explain_html.value)
     assert monitor.running  # until_terminal=False: it keeps watching
 
-    thread = monitor._thread
+    thread = monitor.live._thread
     monitor.close()
     assert not monitor.running
     assert thread is not None and not thread.is_alive()
@@ -645,3 +645,19 @@ def test_a_run_with_ready_work_and_no_worker_says_so_and_starts_them(
     monitor.refresh()
     assert monitor.workers.layout.display == "none"
     assert acts.calls == ["expense.submit", "expense.pay"]
+
+
+@pytest.mark.parametrize("interval", [0, -1, True, "1s"])
+def test_a_bad_interval_is_refused_before_anything_is_shown(engine, acts, interval) -> None:
+    acts.noop("a")
+    engine.register(wf.Workflow("one").start_with("a"))
+    run = engine.start("one", {})
+    before = [t.name for t in threading.enumerate()]
+    events = len(run.history())
+
+    with pytest.raises(wf.UsageError, match="must be a positive number of seconds") as refused:
+        RunMonitor(engine, run, interval)
+
+    assert "RunMonitor(engine, run, interval=0.5)" in str(refused.value)
+    assert [t.name for t in threading.enumerate()] == before  # no thread was started
+    assert len(run.history()) == events  # nothing was written to the run

@@ -19,7 +19,8 @@ class Live:
     """Call ``tick()`` every ``interval`` seconds on a daemon thread until :meth:`stop`.
 
     An exception from ``tick`` stops the thread and is handed to ``on_error`` (which says so in
-    the widget); :meth:`start` starts it again.
+    the widget); a ``tick`` that returns False ends it quietly (the run monitor, once its run
+    ended); :meth:`start` starts it again. ``hint`` ends the error for a bad ``interval``.
 
     Examples
     --------
@@ -49,12 +50,13 @@ class Live:
         interval: float,
         name: str,
         on_error: Callable[[Exception], None] = lambda exc: None,
+        *,
+        hint: str = "e.g. refresh_every=1, or refresh_every=None to update only on Refresh",
     ) -> None:
         if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
             raise UsageError(
                 f"the {name} update interval must be a positive number of seconds, not "
-                f"{interval!r}: e.g. refresh_every=1, or refresh_every=None to update only on "
-                "Refresh"
+                f"{interval!r}: {hint}"
             )
         self.tick = tick
         self.interval = interval
@@ -86,9 +88,11 @@ class Live:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.tick()
+                going = self.tick()
             except Exception as exc:  # the engine closed, or a read failed: say so and stop
                 self.on_error(exc)
+                return
+            if going is False:
                 return
 
 
