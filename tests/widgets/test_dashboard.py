@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import wfkit as wf
+from tests.widgets.polling import wait_until
 from wfkit.widgets import Dashboard, Inbox, Recovery, RunMonitor
 from wfkit.widgets.dashboard import runs_html
 from wfkit.widgets.workers import NO_WORKER
@@ -143,14 +143,6 @@ def test_closing_the_dashboard_stops_the_monitor(engine, runs) -> None:
 
 
 # --- live counts, the no-worker mark, the side panel ----------------------------------------
-
-
-def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_the_tab_titles_count_open_waits_and_runs_to_recover_live(engine, runs) -> None:

@@ -938,7 +938,7 @@ def test_run_registers_the_edited_graph_starts_a_run_and_monitors_it(
     assert ordered.version == 2
     assert recorder.calls[-2:] == ["charge 40.0", "b"]
     assert editor.run_panel.monitor is not None and editor.run_panel.monitor.run.id == second.id
-    assert not monitor._thread or not monitor._thread.is_alive() or monitor._stop.is_set()
+    assert not monitor.running or monitor.live._stop.is_set()
     assert [r.run_id for r in engine.runs()] == [second.id, first.id]
     editor.close()
 

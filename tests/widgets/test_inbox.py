@@ -4,7 +4,6 @@ wait's model before anything is sent; every action is recorded with the actor fi
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from ipywidgets import HTML
 from pydantic import BaseModel, Field
 
 import wfkit as wf
+from tests.widgets.polling import wait_until
 from wfkit.widgets import Inbox
 from wfkit.widgets.workers import NO_WORKER
 
@@ -301,14 +301,6 @@ def test_one_question_at_a_time(engine, review, paid) -> None:
 
 
 # --- live updates and the workers bar ---------------------------------------------------------
-
-
-def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def wfkit_threads(name: str) -> list[threading.Thread]:

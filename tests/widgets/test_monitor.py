@@ -148,6 +148,26 @@ def test_for_each_progress_counts_done_failed_and_open_items(engine, acts, clock
     assert run.status == wf.RunStatus.COMPLETED  # the partial join went on to 'review'
 
 
+def test_for_each_progress_counts_items_whose_last_step_is_a_call(engine, acts, monitors) -> None:
+    acts.noop("pay.charge", "ship")
+    engine.register(wf.Workflow("payment", 1).start_with("pay.charge"))
+    flow = (
+        wf.Workflow("batch", 1)
+        .start_with()
+        .for_each("amounts", lambda b: b.call("payment", input={"amount": "item"}))
+        .then("ship")
+    )
+    engine.register(flow)
+    run = engine.start("batch", {"amounts": [1, 2, 3]})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert "3/3" in monitor.progress_html.value  # each item ended with call.completed
+    assert monitor.surface.tooltips == {"for_each-1": "for_each for_each-1: 3/3"}
+    assert monitor.surface.status["call-payment"] == "succeeded"  # the same word, one source
+
+
 def test_the_timeline_has_one_bar_per_attempt_coloured_by_outcome(
     engine, acts, clock, monitors
 ) -> None:
@@ -272,7 +292,7 @@ def test_the_background_thread_follows_a_run_driven_elsewhere_and_stops_on_close
     assert wait_until(lambda: "completed" in monitor.explain_html.value)
     assert monitor.running  # until_terminal=False: it keeps watching
 
-    thread = monitor._thread
+    thread = monitor.live._thread
     monitor.close()
     assert not monitor.running
     assert thread is not None and not thread.is_alive()
@@ -625,3 +645,19 @@ def test_a_run_with_ready_work_and_no_worker_says_so_and_starts_them(
     monitor.refresh()
     assert monitor.workers.layout.display == "none"
     assert acts.calls == ["expense.submit", "expense.pay"]
+
+
+@pytest.mark.parametrize("interval", [0, -1, True, "1s"])
+def test_a_bad_interval_is_refused_before_anything_is_shown(engine, acts, interval) -> None:
+    acts.noop("a")
+    engine.register(wf.Workflow("one").start_with("a"))
+    run = engine.start("one", {})
+    before = [t.name for t in threading.enumerate()]
+    events = len(run.history())
+
+    with pytest.raises(wf.UsageError, match="must be a positive number of seconds") as refused:
+        RunMonitor(engine, run, interval)
+
+    assert "RunMonitor(engine, run, interval=0.5)" in str(refused.value)
+    assert [t.name for t in threading.enumerate()] == before  # no thread was started
+    assert len(run.history()) == events  # nothing was written to the run

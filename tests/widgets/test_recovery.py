@@ -3,13 +3,13 @@ with the actor; the buttons a run gets depend on why it stopped."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 import wfkit as wf
+from tests.widgets.polling import wait_until
 from wfkit.widgets import Recovery
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}
@@ -257,14 +257,6 @@ def test_cancelling_a_run_that_ended_meanwhile_says_so_and_changes_nothing(engin
 
 
 # --- live updates -----------------------------------------------------------------------------
-
-
-def wait_until(check: Any, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_a_run_that_fails_appears_without_refresh_and_a_pending_question_survives(

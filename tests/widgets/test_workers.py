@@ -57,3 +57,32 @@ def test_a_purged_or_unknown_run_is_not_stalled(engine) -> None:
     bar = WorkerStatus(engine, "no-such-run")
     assert bar.refresh() is False
     assert stalled(engine, "no-such-run") is False
+
+
+def test_the_dashboard_asks_once_per_update_for_its_three_bars(
+    engine, expense, monkeypatch
+) -> None:
+    from wfkit.widgets import Dashboard
+    from wfkit.widgets import workers as workers_module
+
+    board = Dashboard(engine, actor="ana", refresh_every=None)
+    try:
+        bars = (board.workers, board.inbox.workers, board.recovery.workers)
+        assert [bar.layout.display for bar in bars] == ["none"] * 3
+        engine.approve(expense.id, "ok", actor="ana")  # work ready, nothing drives the engine
+        asked: list[str | None] = []
+        real = workers_module.stalled
+
+        def counted(engine: wf.Engine, run_id: str | None = None) -> bool:
+            asked.append(run_id)
+            return real(engine, run_id)
+
+        monkeypatch.setattr(workers_module, "stalled", counted)
+
+        board._tick()
+
+        assert [bar.layout.display for bar in bars] == ["flex"] * 3
+        assert asked.count(None) == 1  # one engine-wide answer for the three bars
+        assert NO_WORKER in board.table.value  # the run's own row says so too
+    finally:
+        board.close()

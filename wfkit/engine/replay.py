@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from wfkit.engine.engine import Engine
 
 __all__ = [
+    "SUCCEEDED",
     "StoredCheckpoint",
     "checkpoints",
     "data_at",
@@ -37,7 +38,7 @@ __all__ = [
     "tokens_at",
 ]
 
-_SUCCEEDED = (
+SUCCEEDED = (
     EventKind.STEP_COMPLETED,
     EventKind.DECISION_TAKEN,
     EventKind.SIGNAL_RECEIVED,
@@ -49,6 +50,8 @@ _SUCCEEDED = (
     EventKind.FOR_EACH_STARTED,
     EventKind.CALL_COMPLETED,
 )
+"""Event kinds that say their node succeeded (the monitor's statuses and the for_each progress
+read the same words)."""
 _FAILED = (
     EventKind.STEP_FAILED,
     EventKind.STEP_CRASHED,
@@ -196,7 +199,7 @@ def event_statuses(history: Iterable[Event]) -> tuple[dict[str, str], set[str]]:
         if node is None:
             continue
         named.add(node)
-        if event.kind in _SUCCEEDED:
+        if event.kind in SUCCEEDED:
             statuses[node] = NodeStatus.SUCCEEDED.value
         elif event.kind in _FAILED:
             statuses[node] = NodeStatus.FAILED.value

@@ -32,7 +32,7 @@ from wfkit.errors import UsageError
 from wfkit.widgets.confirm import Message, fit
 from wfkit.widgets.fallback import StaticPicture
 from wfkit.widgets.inbox import Inbox
-from wfkit.widgets.live import Live
+from wfkit.widgets.live import Live, stop_live
 from wfkit.widgets.monitor import RunMonitor
 from wfkit.widgets.recovery import Recovery
 from wfkit.widgets.workers import NO_WORKER, WorkerStatus, stalled
@@ -182,11 +182,7 @@ class Dashboard(StaticPicture, widgets.Tab):
         refresh_every: float | None = 1.0,
     ) -> None:
         # checked first: a bad interval raises before anything is shown
-        self.live = (
-            None
-            if refresh_every is None
-            else Live(self._tick, refresh_every, "dashboard", self._stopped)
-        )
+        self.live = Live.every(refresh_every, self._tick, "dashboard", self._stopped)
         self.engine = engine
         self.interval = interval
         self.limit = limit
@@ -259,7 +255,6 @@ class Dashboard(StaticPicture, widgets.Tab):
         self.recovery = Recovery(engine, actor, refresh_every=None)
         self.infos: list[RunInfo] = []
         self.stalled: set[str] = set()
-        self._shown: tuple[Any, ...] | None = None
         self._relisting = False
         self.sidecar: Any = None
         super().__init__(children=[self.runs_tab, self.monitor_tab, self.inbox, self.recovery])
@@ -301,8 +296,9 @@ class Dashboard(StaticPicture, widgets.Tab):
         """One update of the background thread: the table (only when what it shows changed),
         the inbox, recovery and the tab counts."""
         self.refresh_runs(quiet=True)
-        self.inbox.refresh()
-        self.recovery.refresh()
+        # the three workers bars watch the whole engine: one answer serves them all
+        self.inbox.refresh(stalled_now=self.workers.shown)
+        self.recovery.refresh(stalled_now=self.workers.shown)
 
     def _stopped(self, exc: Exception) -> None:
         self.message.error(
@@ -322,8 +318,8 @@ class Dashboard(StaticPicture, widgets.Tab):
                 self.workflow.options = options
                 self.workflow.value = current if (current, current) in known else ALL
             self.refresh_runs()
-            self.inbox.refresh()
-            self.recovery.refresh()
+            self.inbox.refresh(stalled_now=self.workers.shown)
+            self.recovery.refresh(stalled_now=self.workers.shown)
             self._retitle()
             if self.monitor is not None:
                 self.monitor.refresh()
@@ -335,6 +331,7 @@ class Dashboard(StaticPicture, widgets.Tab):
         when the runs shown did not change.
         """
         with self._lock:
+            self.workers.refresh()  # the inbox and recovery bars reuse its answer
             try:
                 since = parse_since(self.since.value, self.engine.clock.now())
             except ValueError as exc:
@@ -351,11 +348,8 @@ class Dashboard(StaticPicture, widgets.Tab):
             stuck = {
                 r.run_id for r in infos if r.status in _MOVING and stalled(self.engine, r.run_id)
             }
-            self.workers.refresh()
-            shown = (tuple(infos), frozenset(stuck))
-            if quiet and shown == self._shown:
+            if quiet and (infos, stuck) == (self.infos, self.stalled):
                 return
-            self._shown = shown
             self.infos, self.stalled = infos, stuck
             count = f"{len(infos)} run{'s' * (len(infos) != 1)}"
             self.message.ok(count if infos else "no run matches the filters")
@@ -439,19 +433,14 @@ class Dashboard(StaticPicture, widgets.Tab):
     def close(self) -> None:
         """Stop the update thread and the monitor's, and close every part (and the side
         panel)."""
-        live = getattr(self, "live", None)
-        if live is not None:
-            live.stop()
-        if not hasattr(self, "inbox"):  # refused in __init__: nothing else was built
-            super().close()
-            return
-        if self.monitor is not None:
-            self.monitor.close()
-            self.monitor = None
-        for part in (self.inbox, self.recovery, self.select, self.table, self.message):
-            part.close()
-        self.workers.close()
-        if self.sidecar is not None:
-            self.sidecar.close()
-            self.sidecar = None
+        if stop_live(self, "inbox"):  # else refused in __init__: nothing else was built
+            if self.monitor is not None:
+                self.monitor.close()
+                self.monitor = None
+            for part in (self.inbox, self.recovery, self.select, self.table, self.message):
+                part.close()
+            self.workers.close()
+            if self.sidecar is not None:
+                self.sidecar.close()
+                self.sidecar = None
         super().close()

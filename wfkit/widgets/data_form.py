@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import json
-import types
 import typing
 from dataclasses import dataclass
 from enum import Enum
@@ -30,7 +29,7 @@ from pydantic_core import PydanticUndefined
 
 from wfkit.definition.field_errors import field_errors
 from wfkit.widgets.confirm import css_token
-from wfkit.widgets.forms import FormError
+from wfkit.widgets.forms import FormError, member_types
 
 __all__ = ["DataField", "DataForm", "data_field"]
 
@@ -52,23 +51,6 @@ class DataField:
     default: Any = None  # the default's JSON form (PydanticUndefined: none)
     choices: tuple[Any, ...] = ()
     description: str = ""
-
-
-def _members(annotation: Any) -> tuple[list[Any], bool]:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _members(typing.get_args(annotation)[0])
-    if origin is typing.Union or origin is types.UnionType:
-        members: list[Any] = []
-        optional = False
-        for arg in typing.get_args(annotation):
-            inner, none = _members(arg)
-            members += inner
-            optional = optional or none
-        return members, optional
-    if annotation is type(None):
-        return [], True
-    return [annotation], False
 
 
 def _input_of(members: list[Any]) -> tuple[Input, tuple[Any, ...]]:
@@ -100,7 +82,7 @@ def data_field(name: str, field: FieldInfo) -> DataField:
     >>> [data_field(n, f).input for n, f in Order.model_fields.items()]
     ['number', 'bool']
     """
-    members, optional = _members(field.annotation)
+    members, optional = member_types(field.annotation)
     kind, choices = _input_of(members)
     required = field.is_required()
     default: Any = PydanticUndefined

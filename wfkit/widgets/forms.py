@@ -76,16 +76,16 @@ class FieldSpec:
     description: str = ""
 
 
-def _unwrap(annotation: Any) -> tuple[list[Any], bool]:
+def member_types(annotation: Any) -> tuple[list[Any], bool]:
     """The member types of ``annotation`` (Annotated stripped) and whether ``None`` is one."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return _unwrap(typing.get_args(annotation)[0])
+        return member_types(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         members: list[Any] = []
         optional = False
         for arg in typing.get_args(annotation):
-            inner, none = _unwrap(arg)
+            inner, none = member_types(arg)
             members += inner
             optional = optional or none
         return members, optional
@@ -120,7 +120,7 @@ def _shape(members: list[Any]) -> tuple[Shape, tuple[str, ...]]:
 
 def field_spec(name: str, field: FieldInfo) -> FieldSpec:
     """Describe the input for ``field`` of a pydantic model."""
-    members, optional = _unwrap(field.annotation)
+    members, optional = member_types(field.annotation)
     shape, choices = _shape(members)
     if optional and shape in ("int", "float"):
         shape = "number"  # a number box cannot be blank, and blank means None here

@@ -37,7 +37,7 @@ from wfkit.engine import Engine, WaitInfo
 from wfkit.engine.nodes.wait import fit_payload
 from wfkit.errors import DefinitionError, WfkitError
 from wfkit.widgets.confirm import BORDER, Confirm, Message, actor_field, css_token, fit
-from wfkit.widgets.live import Live
+from wfkit.widgets.live import Live, stop_live
 from wfkit.widgets.workers import NO_WORKER, WorkerStatus, stalled
 
 __all__ = ["Inbox", "check_payload", "parse_payload"]
@@ -196,11 +196,7 @@ class Inbox(widgets.VBox):
         self, engine: Engine, actor: str | None = None, *, refresh_every: float | None = 1.0
     ) -> None:
         # checked first: a bad interval raises before anything is shown
-        self.live = (
-            None
-            if refresh_every is None
-            else Live(self.refresh, refresh_every, "inbox", self._stopped)
-        )
+        self.live = Live.every(refresh_every, self.refresh, "inbox", self._stopped)
         self.engine = engine
         self._lock = threading.RLock()  # the update thread and button clicks take turns
         self.actor = actor_field(actor)
@@ -235,8 +231,12 @@ class Inbox(widgets.VBox):
 
     # --- listing ----------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """Read the open waits again; rows still open keep what was typed into them."""
+    def refresh(self, *, stalled_now: bool | None = None) -> None:
+        """Read the open waits again; rows still open keep what was typed into them.
+
+        ``stalled_now`` is the workers bar's answer when the caller already has it (the
+        Dashboard asks once per update); None asks the engine.
+        """
         with self._lock:
             # a call waits for its child run, not for a person or a sender: not listed here
             waits = [w for w in self.engine.waiting() if w.kind != "call"]
@@ -266,7 +266,7 @@ class Inbox(widgets.VBox):
             )
             if self.summary.value != summary:
                 self.summary.value = summary
-            self.workers.refresh()
+            self.workers.refresh(stalled_now)
             counted, self.count = self.count, len(waits)
         if counted != len(waits):
             for handler in list(self._on_count):
@@ -474,16 +474,11 @@ class Inbox(widgets.VBox):
 
     def close(self) -> None:
         """Stop the update thread and close the widget and its rows."""
-        live = getattr(self, "live", None)
-        if live is not None:
-            live.stop()
-        if not hasattr(self, "rows"):  # refused in __init__: nothing else was built
-            super().close()
-            return
-        with self._lock:
-            for row in self.rows.values():
-                row.close()
-            self.rows = {}
-        for part in (self.workers, self.message, self.summary, self.list, self.actor):
-            part.close()
+        if stop_live(self, "rows"):  # else refused in __init__: nothing else was built
+            with self._lock:
+                for row in self.rows.values():
+                    row.close()
+                self.rows = {}
+            for part in (self.workers, self.message, self.summary, self.list, self.actor):
+                part.close()
         super().close()

@@ -12,14 +12,15 @@ from collections.abc import Callable
 
 from wfkit.errors import UsageError
 
-__all__ = ["Live"]
+__all__ = ["Live", "stop_live"]
 
 
 class Live:
     """Call ``tick()`` every ``interval`` seconds on a daemon thread until :meth:`stop`.
 
     An exception from ``tick`` stops the thread and is handed to ``on_error`` (which says so in
-    the widget); :meth:`start` starts it again.
+    the widget); a ``tick`` that returns False ends it quietly (the run monitor, once its run
+    ended); :meth:`start` starts it again. ``hint`` ends the error for a bad ``interval``.
 
     Examples
     --------
@@ -31,18 +32,31 @@ class Live:
     (False, True)
     """
 
+    @classmethod
+    def every(
+        cls,
+        seconds: float | None,
+        tick: Callable[[], object],
+        name: str,
+        on_error: Callable[[Exception], None],
+    ) -> Live | None:
+        """The thread of a widget's ``refresh_every=seconds`` (not started), or None for
+        ``refresh_every=None``; a bad interval raises :class:`~wfkit.errors.UsageError`."""
+        return None if seconds is None else cls(tick, seconds, name, on_error)
+
     def __init__(
         self,
         tick: Callable[[], object],
         interval: float,
         name: str,
         on_error: Callable[[Exception], None] = lambda exc: None,
+        *,
+        hint: str = "e.g. refresh_every=1, or refresh_every=None to update only on Refresh",
     ) -> None:
         if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
             raise UsageError(
                 f"the {name} update interval must be a positive number of seconds, not "
-                f"{interval!r}: e.g. refresh_every=1, or refresh_every=None to update only on "
-                "Refresh"
+                f"{interval!r}: {hint}"
             )
         self.tick = tick
         self.interval = interval
@@ -74,7 +88,19 @@ class Live:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.tick()
+                going = self.tick()
             except Exception as exc:  # the engine closed, or a read failed: say so and stop
                 self.on_error(exc)
                 return
+            if going is False:
+                return
+
+
+def stop_live(widget: object, built: str) -> bool:
+    """Stop ``widget.live`` (its update thread, when it has one) and say whether its
+    ``__init__`` got as far as the attribute ``built``: False when it was refused first (a bad
+    ``refresh_every``), so that ``close()`` has nothing but the widget itself to close."""
+    live = getattr(widget, "live", None)
+    if live is not None:
+        live.stop()
+    return hasattr(widget, built)

@@ -43,6 +43,7 @@ from wfkit.engine.replay import documents_at, statuses_at
 from wfkit.widgets.confirm import Message
 from wfkit.widgets.event_log import events_html, logs_html
 from wfkit.widgets.fallback import StaticPicture
+from wfkit.widgets.live import Live, stop_live
 from wfkit.widgets.node_details import node_details_html
 from wfkit.widgets.progress import LoopProgress, loop_progress, progress_html
 from wfkit.widgets.stepper import HistoryStepper
@@ -101,6 +102,11 @@ class RunMonitor(StaticPicture, widgets.VBox):
         Stop polling once the run completed, failed or was cancelled (after a last update);
         ``False`` polls until :meth:`close`.
 
+    Raises
+    ------
+    UsageError
+        When ``interval`` is not a positive number of seconds.
+
     Attributes
     ----------
     worker_slot : ipywidgets.Box
@@ -141,11 +147,17 @@ class RunMonitor(StaticPicture, widgets.VBox):
         until_terminal: bool = True,
     ) -> None:
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._parts: list[Any] = []
         self.engine = engine
         self.run = run if isinstance(run, Run) else engine.run(run)
+        # checked before anything is shown: a bad interval raises
+        self.live = Live(
+            self._tick,
+            interval,
+            f"monitor-{self.run.id}",
+            self._stopped,
+            hint="e.g. RunMonitor(engine, run, interval=0.5)",
+        )
         self.interval = interval
         self.max_events = events
         self.until_terminal = until_terminal
@@ -244,24 +256,15 @@ class RunMonitor(StaticPicture, widgets.VBox):
     @property
     def running(self) -> bool:
         """True while the background thread polls."""
-        return self._thread is not None and self._thread.is_alive()
+        return self.live.running
 
     def start(self) -> None:
         """Start (or restart) the background thread; a no-op while it runs."""
-        if self.running:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._poll, name=f"wfkit-monitor-{self.run.id}", daemon=True
-        )
-        self._thread.start()
+        self.live.start()
 
     def stop(self) -> None:
         """Stop the background thread (the widget stays as it is)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=max(2 * self.interval, 1.0) + 5)
+        stop_live(self, "live")
 
     def close(self) -> None:
         """Stop polling and close the widget and its parts."""
@@ -270,18 +273,16 @@ class RunMonitor(StaticPicture, widgets.VBox):
             part.close()
         super().close()
 
-    def _poll(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.refresh()
-            except Exception as exc:  # the engine closed, or a read failed: say so, stop
-                self.error.error(
-                    f"the monitor stopped: {type(exc).__name__}: {exc}; "
-                    "call monitor.start() to watch again"
-                )
-                return
-            if self.until_terminal and self.status.terminal:
-                return
+    def _tick(self) -> bool:
+        """One poll of the background thread; False (the thread ends) once the run ended,
+        with ``until_terminal``."""
+        self.refresh()
+        return not (self.until_terminal and self.status.terminal)
+
+    def _stopped(self, exc: Exception) -> None:
+        self.error.error(
+            f"the monitor stopped: {type(exc).__name__}: {exc}; call monitor.start() to watch again"
+        )
 
     # --- one update ---------------------------------------------------------------------------
 

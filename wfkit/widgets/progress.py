@@ -10,19 +10,10 @@ from typing import Any
 from wfkit.definition.kinds import NodeKind
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Event
+from wfkit.engine.replay import SUCCEEDED
 from wfkit.engine.vocabulary import EventKind
 
 __all__ = ["LoopProgress", "loop_progress", "progress_html"]
-
-_SUCCESS = (
-    EventKind.STEP_COMPLETED,
-    EventKind.DECISION_TAKEN,
-    EventKind.SIGNAL_RECEIVED,
-    EventKind.APPROVAL_APPROVED,
-    EventKind.APPROVAL_REJECTED,
-    EventKind.TIMER_FIRED,
-    EventKind.JOIN_COMPLETED,
-)
 
 
 @dataclass(frozen=True)
@@ -108,7 +99,7 @@ def loop_progress(
                     completed[e.node_id].add(e.token)
                 elif e.kind == EventKind.STEP_FAILED and "retry_in_s" not in (e.detail or {}):
                     failures[e.node_id].add(e.token)
-                if e.kind in _SUCCESS and e.node_id in lasts:
+                if e.kind in SUCCEEDED and e.node_id in lasts:
                     done.add(e.token)
             elif e.kind == EventKind.BRANCH_FAILED and e.node_id == join and join is not None:
                 failed += 1

@@ -31,7 +31,7 @@ import ipywidgets as widgets
 from wfkit.engine import Engine, RunInfo, RunStatus
 from wfkit.errors import UsageError, WfkitError
 from wfkit.widgets.confirm import BORDER, Confirm, Message, actor_field, css_token, fit
-from wfkit.widgets.live import Live
+from wfkit.widgets.live import Live, stop_live
 from wfkit.widgets.workers import WorkerStatus
 
 __all__ = ["ACTIONS", "Recovery"]
@@ -147,11 +147,7 @@ class Recovery(widgets.VBox):
         refresh_every: float | None = 1.0,
     ) -> None:
         # checked first: a bad interval raises before anything is shown
-        self.live = (
-            None
-            if refresh_every is None
-            else Live(self.refresh, refresh_every, "recovery", self._stopped)
-        )
+        self.live = Live.every(refresh_every, self.refresh, "recovery", self._stopped)
         self.engine = engine
         self.limit = limit
         self._lock = threading.RLock()  # the update thread and button clicks take turns
@@ -187,8 +183,12 @@ class Recovery(widgets.VBox):
         if self.live is not None:
             self.live.start()
 
-    def refresh(self) -> None:
-        """List the suspended and failed runs again (a run that did not change keeps its row)."""
+    def refresh(self, *, stalled_now: bool | None = None) -> None:
+        """List the suspended and failed runs again (a run that did not change keeps its row).
+
+        ``stalled_now`` is the workers bar's answer when the caller already has it (the
+        Dashboard asks once per update); None asks the engine.
+        """
         with self._lock:
             infos = [
                 *self.engine.runs(status=RunStatus.SUSPENDED, limit=self.limit),
@@ -219,7 +219,7 @@ class Recovery(widgets.VBox):
             )
             if self.summary.value != summary:
                 self.summary.value = summary
-            self.workers.refresh()
+            self.workers.refresh(stalled_now)
             counted, self.count = self.count, len(infos)
         if counted != len(infos):
             for handler in list(self._on_count):
@@ -237,18 +237,13 @@ class Recovery(widgets.VBox):
 
     def close(self) -> None:
         """Stop the update thread and close the widget and its rows."""
-        live = getattr(self, "live", None)
-        if live is not None:
-            live.stop()
-        if not hasattr(self, "rows"):  # refused in __init__: nothing else was built
-            super().close()
-            return
-        with self._lock:
-            for row in self.rows.values():
-                row.close()
-            self.rows = {}
-        for part in (self.workers, self.confirm, self.message, self.summary, self.list):
-            part.close()
+        if stop_live(self, "rows"):  # else refused in __init__: nothing else was built
+            with self._lock:
+                for row in self.rows.values():
+                    row.close()
+                self.rows = {}
+            for part in (self.workers, self.confirm, self.message, self.summary, self.list):
+                part.close()
         super().close()
 
     def row(self, run_id: str) -> _Row:

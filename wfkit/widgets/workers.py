@@ -99,10 +99,15 @@ class WorkerStatus(widgets.HBox):
         )
         self.add_class("wfkit-workers")
 
-    def refresh(self) -> bool:
-        """Show or hide the bar as the engine stands now; True when shown."""
+    def refresh(self, shown: bool | None = None) -> bool:
+        """Show or hide the bar as the engine stands now; True when shown.
+
+        ``shown`` is the answer when the caller already has it (the Dashboard asks the engine
+        once per update for its three engine-wide bars); None asks the engine.
+        """
         with self._lock:
-            shown = stalled(self.engine, self.run_id)
+            if shown is None:
+                shown = stalled(self.engine, self.run_id)
             if shown != self.shown:
                 self.shown = shown
                 self.layout.display = "flex" if shown else "none"
