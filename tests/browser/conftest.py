@@ -46,7 +46,7 @@ from urllib.parse import quote, urlsplit
 import nbformat
 import pytest
 
-from tests.browser.jupyterlab import LabServer
+from tests.browser.jupyterlab import LabServer, end_process, log_tail
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Error, Page
@@ -347,20 +347,11 @@ class VoilaServer:
         self.started_in = time.monotonic() - began
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=15)
+        if self.process is not None and self.process.poll() is None:
+            end_process(self.process, timeout=15)
 
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+    def tail(self) -> str:
+        return log_tail(self.log)
 
     def url(self, notebook: Path) -> str:
         relative = notebook.resolve().relative_to(self.root.resolve())
@@ -466,8 +457,21 @@ def console() -> ConsoleLog:
 def page(browser: Browser, console: ConsoleLog) -> Iterator[Page]:
     """A fresh page (own context) that may only talk to 127.0.0.1; fails the test on errors the
     page logged."""
-    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-    context.set_default_timeout(15_000)
+    yield from checked_page(browser, console, VIEWPORT, timeout_ms=15_000, local_only=True)
+
+
+def checked_page(
+    browser: Browser,
+    console: ConsoleLog,
+    viewport: dict[str, int],
+    *,
+    timeout_ms: int,
+    local_only: bool,
+) -> Iterator[Page]:
+    """The body of a page fixture: a fresh page in its own context, logging to ``console``;
+    after the test, fail it on errors the page logged."""
+    context = browser.new_context(viewport=viewport, device_scale_factor=1)
+    context.set_default_timeout(timeout_ms)
 
     def only_local(route: Any) -> None:
         if urlsplit(route.request.url).hostname in ("127.0.0.1", "localhost"):
@@ -475,7 +479,8 @@ def page(browser: Browser, console: ConsoleLog) -> Iterator[Page]:
         else:
             route.abort()
 
-    context.route("**/*", only_local)
+    if local_only:
+        context.route("**/*", only_local)
     tab = context.new_page()
     tab.on("console", console.on_console)
     tab.on("pageerror", console.on_page_error)

@@ -48,6 +48,24 @@ text and for user-interface parts (4.5 is its minimum for body text); below it t
 read, and the dark theme's "nearly invisible" text is far below."""
 
 
+def log_tail(log: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a server's log (for the message of a server that failed)."""
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def end_process(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Terminate ``process``; kill it if it has not exited within ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
 @dataclass
 class LabServer:
     """One JupyterLab process serving ``root`` (copies of the notebooks) on 127.0.0.1."""
@@ -167,20 +185,12 @@ class LabServer:
     def stop(self) -> None:
         """Stop Lab (it shuts its kernels down) and remove the notebooks' temporary folders."""
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
+            end_process(self.process, timeout=20)
         if self.tmp != Path():
             shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+    def tail(self) -> str:
+        return log_tail(self.log)
 
     def url(self, path: str) -> str:
         return f"{self.base}/lab/tree/{quote(path)}?reset&token={self.token}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.browser.conftest import ConsoleLog
+from tests.browser.conftest import ConsoleLog, checked_page
 from tests.browser.jupyterlab import NOTEBOOKS, THEMES, LabPage, LabServer
 
 if TYPE_CHECKING:
@@ -50,19 +50,7 @@ SHOTS: dict[tuple[str, str], list[tuple[int, str | None, str]]] = {
 @pytest.fixture
 def lab_page(browser: Browser, console: ConsoleLog) -> Iterator[Page]:
     """A fresh 1280x800 page; fails the test on errors the page logged."""
-    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
-    context.set_default_timeout(30_000)
-    tab = context.new_page()
-    tab.on("console", console.on_console)
-    tab.on("pageerror", console.on_page_error)
-    yield tab
-    errors = list(console.errors)
-    try:
-        tab.close(run_before_unload=False)
-    finally:
-        context.close()
-    if errors:
-        pytest.fail("the page logged errors:\n" + "\n".join(errors), pytrace=False)
+    yield from checked_page(browser, console, VIEWPORT, timeout_ms=30_000, local_only=False)
 
 
 def widget_views(page: Page) -> Any:

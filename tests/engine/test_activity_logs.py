@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import charge_then_fail_each_line, run_to_idle
 from wfkit.engine.logs import MAX_BYTES, MAX_LINES
 from wfkit.store.copy import copy_store
 
@@ -52,9 +53,7 @@ def test_records_carry_the_run_node_and_attempt_for_a_users_formatter(
         ctx.logger.info("charging %s", ctx.data["card"], extra={"tenant": "acme"})
 
     acts.add("card.charge", charge)
-    engine.register(wf.Workflow("pay").start_with("card.charge"))
-    run = engine.start("pay", {"card": "visa"})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("pay").start_with("card.charge"), {"card": "visa"})
 
     assert captured.getvalue().splitlines() == [
         f"{run.id}|pay|card.charge|1||charge|INFO|charging visa"
@@ -75,9 +74,7 @@ def test_a_user_extra_is_kept_next_to_the_attempt_attributes(engine, acts) -> No
     logger.setLevel(logging.INFO)
     try:
         acts.add("a", lambda ctx: ctx.logger.warning("w", extra={"tenant": "acme"}))
-        engine.register(wf.Workflow("w", version=3).start_with("a"))
-        run = engine.start("w", {})
-        engine.run_until_idle()
+        run = run_to_idle(engine, wf.Workflow("w", version=3).start_with("a"), {})
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old)
@@ -138,15 +135,15 @@ def test_each_attempt_keeps_its_own_lines_and_they_can_be_narrowed_down(engine, 
     acts.add("flaky", flaky)
     acts.add("quiet")
     acts.add("after", lambda ctx: ctx.logger.info("after"))
-    engine.register(
+    run = run_to_idle(
+        engine,
         wf.Workflow("w")
         .start_with()
         .then("flaky", max_attempts=2, **NO_WAIT)
         .then("quiet")
-        .then("after")
+        .then("after"),
+        {},
     )
-    run = engine.start("w", {})
-    engine.run_until_idle()
 
     assert [(n, a, m.splitlines()[0]) for n, _, a, m in messages(run)] == [
         ("flaky", 1, "try 1"),
@@ -172,9 +169,7 @@ def test_each_attempt_keeps_its_own_lines_and_they_can_be_narrowed_down(engine, 
 def test_an_attempt_that_logs_nothing_writes_no_rows(engine, acts) -> None:
     acts.add("quiet", lambda ctx: ctx.logger.debug("below INFO"))
     acts.noop("quiet-2")
-    engine.register(wf.Workflow("w").start_with("quiet").then("quiet-2"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("quiet").then("quiet-2"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert engine.sql("SELECT count(*) FROM wf_logs").fetchall() == [(0,)]
@@ -193,9 +188,7 @@ def test_lines_are_bounded_per_attempt_with_a_marker(engine, acts) -> None:
 
     acts.add("chatty", chatty)
     acts.add("huge", huge)
-    engine.register(wf.Workflow("w").start_with("chatty").then("huge"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("chatty").then("huge"), {})
 
     chatty_lines = run.logs(node_id="chatty")
     assert len(chatty_lines) == MAX_LINES + 1
@@ -213,9 +206,7 @@ def test_lines_are_bounded_per_attempt_with_a_marker(engine, acts) -> None:
 
 def test_text_the_store_cannot_hold_is_escaped(engine, acts) -> None:
     acts.add("odd", lambda ctx: ctx.logger.warning("nul \x00 and a lone \ud800 surrogate"))
-    engine.register(wf.Workflow("w").start_with("odd"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("odd"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert messages(run) == [("odd", "WARNING", 1, "nul \\x00 and a lone \\ud800 surrogate")]
@@ -223,9 +214,7 @@ def test_text_the_store_cannot_hold_is_escaped(engine, acts) -> None:
 
 def test_a_bad_format_keeps_the_message_and_its_arguments(engine, acts) -> None:
     acts.add("bad", lambda ctx: ctx.logger.info("%d items", "many"))
-    engine.register(wf.Workflow("w").start_with("bad"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("bad"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert messages(run) == [("bad", "INFO", 1, "%d items ('many',)")]
@@ -242,9 +231,7 @@ def test_a_message_that_cannot_be_printed_never_fails_the_attempt(engine, acts) 
         return {"ok": True}
 
     acts.add("odd", odd)
-    engine.register(wf.Workflow("w").start_with("odd"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("odd"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert [line.message for line in run.logs()] == [
@@ -263,24 +250,7 @@ def test_loop_cells_and_compensations_are_named(engine, acts) -> None:
     acts.add("charge", charge)
     acts.add("refund", lambda ctx: ctx.logger.info("refund %s", ctx.item))
     acts.add("fail", fail)
-    engine.register(
-        wf.Workflow("w")
-        .start_with()
-        .for_each(
-            "lines",
-            lambda b: b.saga(
-                lambda s: (
-                    s.then("charge")
-                    .compensate_with("refund")
-                    .then("fail", max_attempts=1)
-                    .on_failure("compensate")
-                )
-            ),
-            max_parallelism=1,
-        )
-    )
-    run = engine.start("w", {"lines": ["a", "b"]})
-    engine.run_until_idle()
+    run = run_to_idle(engine, charge_then_fail_each_line(), {"lines": ["a", "b"]})
 
     seen = sorted((line.activity, line.loop_path, line.message) for line in run.logs())
     assert seen == [
@@ -302,11 +272,11 @@ def test_logs_survive_reopening_the_engine_and_runs_taken_up_again(
     acts.add("before", lambda ctx: ctx.logger.info("before %s", ctx.data["k"]))
     acts.add("after", lambda ctx: ctx.logger.info("after %s", ctx.data["k"]))
     first = open_engine()
-    first.register(
-        wf.Workflow("w").start_with("before").wait_for_signal("go", correlate="k").then("after")
+    run = run_to_idle(
+        first,
+        wf.Workflow("w").start_with("before").wait_for_signal("go", correlate="k").then("after"),
+        {"k": "r-1"},
     )
-    run = first.start("w", {"k": "r-1"})
-    first.run_until_idle()
     first.close()
 
     second = open_engine()
@@ -327,9 +297,7 @@ def test_batched_durability_writes_the_lines_with_their_checkpoints(open_engine,
     acts.add("a", lambda ctx: ctx.logger.info("a"))
     acts.add("b", lambda ctx: ctx.logger.info("b"))
     engine = open_engine(durability="batched")
-    engine.register(wf.Workflow("w").start_with("a").then("b"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("a").then("b"), {})
     engine.close()
 
     again = open_engine()
@@ -343,11 +311,11 @@ def test_a_timed_out_attempt_keeps_only_what_it_logged_in_time(engine, acts) -> 
         ctx.logger.info("too late")
 
     acts.add("slow", slow)
-    engine.register(
-        wf.Workflow("w").start_with().then("slow", attempt_timeout="0.2s", max_attempts=1)
+    run = run_to_idle(
+        engine,
+        wf.Workflow("w").start_with().then("slow", attempt_timeout="0.2s", max_attempts=1),
+        {},
     )
-    run = engine.start("w", {})
-    engine.run_until_idle()
     time.sleep(0.6)  # the abandoned thread logs its last line
 
     assert run.status == wf.RunStatus.FAILED
@@ -368,9 +336,7 @@ def test_logs_of_an_unknown_node_or_a_bad_attempt_are_refused(engine, acts) -> N
 def test_store_copy_carries_the_log_lines(open_engine, acts, tmp_path: Path) -> None:
     acts.add("a", lambda ctx: ctx.logger.info("hello"))
     engine = open_engine()
-    engine.register(wf.Workflow("w").start_with("a"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("a"), {})
     source = engine.target
     engine.close()
 

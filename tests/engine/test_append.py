@@ -4,14 +4,13 @@ stores the grown graph under a new hash, and leaves the registered graph and oth
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 import wfkit as wf
+from tests.engine.helpers import events, kinds, rows, run_to_idle, wait_until
 
 
 class Order(BaseModel):
@@ -21,10 +20,6 @@ class Order(BaseModel):
 
 def waiting_flow() -> wf.Workflow:
     return wf.Workflow("w", 1).start_with("a").wait_for_signal("go", correlate="order_id")
-
-
-def rows(engine: wf.Engine, sql: str) -> list[tuple[Any, ...]]:
-    return engine.sql(sql).fetchall()
 
 
 def counts(engine: wf.Engine) -> tuple[int, int]:
@@ -38,22 +33,9 @@ def pinned(engine: wf.Engine, run: wf.Run) -> str:
     return rows(engine, f"SELECT hash FROM wf_instances WHERE run_id = '{run.id}'")[0][0]
 
 
-def kinds(run: wf.Run) -> list[str]:
-    return [e.kind for e in run.history()]
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.01)
-
-
 def waiting_run(engine: wf.Engine, acts: Any, *names: str) -> wf.Run:
     acts.noop("a", *names)
-    engine.register(waiting_flow())
-    run = engine.start("w", {"order_id": "o-1"})
-    engine.run_until_idle()
+    run = run_to_idle(engine, waiting_flow(), {"order_id": "o-1"})
     assert run.status == wf.RunStatus.WAITING
     return run
 
@@ -82,7 +64,7 @@ def test_the_event_carries_the_new_hash_and_the_added_nodes(engine, acts) -> Non
 
     grown = engine.append(run.id, lambda b: b.then("x").then("y"), actor="ana")
 
-    (event,) = [e for e in run.history() if e.kind == "run.appended"]
+    (event,) = events(run, "run.appended")
     assert event.actor == "ana"
     assert event.detail == {
         "hash": grown.content_hash,
@@ -135,7 +117,7 @@ def test_the_new_steps_continue_from_every_open_end(engine, acts) -> None:
 
     for run in (big, small):
         engine.append(run.id, lambda b: b.then("x").on_failed(lambda f: f.then("c")))
-        (event,) = [e for e in run.history() if e.kind == "run.appended"]
+        (event,) = events(run, "run.appended")
         assert event.detail["ends"] == [["if-1", "false"], ["b", "next"]]
     engine.signal("go", "o-1", {})
     engine.signal("go", "o-2", {})
@@ -186,9 +168,9 @@ def test_a_suspended_run_grows_and_runs_the_new_steps_once_resumed(engine, acts)
 
     acts.add("flaky", flaky)
     acts.noop("x")
-    engine.register(wf.Workflow("w", 1).start_with("flaky", max_attempts=1).on_failure("suspend"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w", 1).start_with("flaky", max_attempts=1).on_failure("suspend"), {}
+    )
     assert run.status == wf.RunStatus.SUSPENDED
 
     engine.append(run.id, lambda b: b.then("x"))
@@ -349,9 +331,7 @@ def test_a_grown_run_keeps_its_own_graph_across_an_engine_restart(open_engine, a
 def test_a_running_grown_run_goes_on_with_its_graph_after_a_restart(open_engine, acts) -> None:
     acts.noop("a", "b", "x")
     engine = open_engine()
-    engine.register(wf.Workflow("w", 1).start_with("a").delay("1h").then("b"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w", 1).start_with("a").delay("1h").then("b"), {})
     engine.append(run.id, lambda b: b.then("x"))
     engine.close()
 
@@ -400,11 +380,11 @@ def test_another_engine_on_postgresql_runs_the_grown_graph(db_path, open_engine,
 
 def test_invalid_growth_is_refused_with_every_problem_and_nothing_written(engine, acts) -> None:
     acts.noop("a", "x")
-    engine.register(
-        wf.Workflow("w", 1, data=Order).start_with("a").wait_for_signal("go", correlate="order_id")
+    run = run_to_idle(
+        engine,
+        wf.Workflow("w", 1, data=Order).start_with("a").wait_for_signal("go", correlate="order_id"),
+        {},
     )
-    run = engine.start("w", {})
-    engine.run_until_idle()
     before, graph = counts(engine), run.workflow.content_hash
 
     with pytest.raises(wf.DefinitionError) as info:
@@ -451,9 +431,7 @@ def test_growth_that_is_not_growth_is_refused(engine, acts, steps: Any, message:
 
 def test_a_graph_whose_every_path_ends_at_an_end_node_has_nowhere_to_grow(engine, acts) -> None:
     acts.noop("a", "x")
-    engine.register(wf.Workflow("w", 1).start_with("a").wait_for_signal("go").end())
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w", 1).start_with("a").wait_for_signal("go").end(), {})
 
     with pytest.raises(wf.UsageError, match="no open end to grow from"):
         engine.append(run.id, lambda b: b.then("x"))

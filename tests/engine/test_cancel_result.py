@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import run_to_idle, wait_until
 
 from .conftest import Activities
-from .test_drain import Gate, wait_until
+from .test_drain import Gate
 
 
 def event_count(engine: wf.Engine) -> int:
@@ -32,9 +33,7 @@ def waiting_everywhere() -> wf.Workflow:
 
 
 def test_cancelling_a_parked_run_counts_what_was_pending(engine) -> None:
-    engine.register(waiting_everywhere())
-    run = engine.start("parked", {"order": "o-1"})
-    engine.run_until_idle()
+    run = run_to_idle(engine, waiting_everywhere(), {"order": "o-1"})
     assert run.status == wf.RunStatus.WAITING
 
     done = engine.cancel(run.id, actor="ops", reason="duplicate")
@@ -51,9 +50,7 @@ def test_a_step_waiting_to_retry_is_pending_work(engine, acts: Activities) -> No
         raise RuntimeError("not yet")
 
     acts.add("flaky", flaky)
-    engine.register(wf.Workflow("w").start_with("flaky", retry_delay="1h"))
-    run = engine.start("w")
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("flaky", retry_delay="1h"))
 
     done = engine.cancel(run.id)
 
@@ -123,9 +120,7 @@ def test_an_attempt_in_flight_is_asked_to_stop_and_the_run_ends_once_it_has(
 
 
 def test_the_result_is_a_frozen_record(engine) -> None:
-    engine.register(wf.Workflow("w").start_with().approval("sign"))
-    run = engine.start("w")
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with().approval("sign"))
     done = engine.cancel(run.id)
 
     with pytest.raises(dataclasses.FrozenInstanceError):

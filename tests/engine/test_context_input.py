@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 import wfkit as wf
+from tests.engine.helpers import run_to_idle
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}
 
@@ -48,9 +49,11 @@ def test_every_step_sees_the_admitted_document_whatever_the_data_became(engine, 
     _record(acts, "a", {"n": 2, "added": True})
     _record(acts, "b", {"n": 3})
     _record(acts, "c")
-    engine.register(wf.Workflow("w").start_with("a").then("b").then("c"))
-    run = engine.start("w", {"n": 1, "nested": {"k": [1, 2]}})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine,
+        wf.Workflow("w").start_with("a").then("b").then("c"),
+        {"n": 1, "nested": {"k": [1, 2]}},
+    )
 
     assert run.status == wf.RunStatus.COMPLETED
     admitted = {"n": 1, "nested": {"k": [1, 2]}}
@@ -74,9 +77,11 @@ def test_changing_ctx_input_changes_nothing_in_the_run(engine, acts) -> None:
 
     acts.add("scribble", scribble)
     acts.add("after", lambda ctx: {"input": ctx.input, "data": ctx.data})
-    engine.register(wf.Workflow("w").start_with("scribble").then("after"))
-    run = engine.start("w", {"n": 1, "nested": {"k": [1, 2]}})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine,
+        wf.Workflow("w").start_with("scribble").then("after"),
+        {"n": 1, "nested": {"k": [1, 2]}},
+    )
 
     assert run.outputs["scribble"] == {"saw": 99}  # the attempt's own copy changed
     original = {"n": 1, "nested": {"k": [1, 2]}}
@@ -98,9 +103,9 @@ def test_a_retry_sees_the_input_as_admitted_not_as_the_failed_attempt_left_it(en
         return {"seen": seen}
 
     acts.add("flaky", flaky)
-    engine.register(wf.Workflow("w").start_with().then("flaky", max_attempts=2, **NO_WAIT))
-    run = engine.start("w", {"n": 1})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w").start_with().then("flaky", max_attempts=2, **NO_WAIT), {"n": 1}
+    )
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.outputs["flaky"] == {"seen": {"n": 1}}
@@ -126,9 +131,11 @@ def test_with_a_data_model_input_is_a_model_instance_with_its_defaults(engine, a
 
     acts.add("close", close)
     acts.add("after", lambda ctx: {"status": ctx.input.status, "type": type(ctx.input).__name__})
-    engine.register(wf.Workflow("orders", data=Order).start_with("close").then("after"))
-    run = engine.start("orders", {"order_id": "o-1", "total": "12.5"})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine,
+        wf.Workflow("orders", data=Order).start_with("close").then("after"),
+        {"order_id": "o-1", "total": "12.5"},
+    )
 
     admitted = {"order_id": "o-1", "total": 12.5, "lines": [], "status": "new"}
     assert run.outputs["close"]["input"] == admitted
@@ -156,7 +163,8 @@ def test_inside_for_each_and_in_a_compensation_ctx_input_is_the_admitted_documen
     acts.add("charge", lambda ctx: ctx.data.update(charged=True))
     acts.add("refund", refund)
     acts.add("fail", fail)
-    engine.register(
+    run = run_to_idle(
+        engine,
         wf.Workflow("w")
         .start_with()
         .for_each("lines", lambda b: b.then("ship"))
@@ -167,10 +175,9 @@ def test_inside_for_each_and_in_a_compensation_ctx_input_is_the_admitted_documen
                 .then("fail", max_attempts=1)
                 .on_failure("compensate")
             )
-        )
+        ),
+        {"lines": ["a", "b"]},
     )
-    run = engine.start("w", {"lines": ["a", "b"]})
-    engine.run_until_idle()
 
     assert run.status == wf.RunStatus.FAILED
     admitted = {"lines": ["a", "b"]}
@@ -222,11 +229,11 @@ def test_restart_as_new_hands_the_new_run_the_original_input(engine, acts) -> No
     acts.add("change", lambda ctx: ctx.data.update(n=50))
     acts.add("break", break_)
     _record(acts, "last")
-    engine.register(
-        wf.Workflow("w").start_with("change").then("break", max_attempts=1).then("last")
+    old = run_to_idle(
+        engine,
+        wf.Workflow("w").start_with("change").then("break", max_attempts=1).then("last"),
+        {"n": 1, "fixed": False},
     )
-    old = engine.start("w", {"n": 1, "fixed": False})
-    engine.run_until_idle()
     assert old.status == wf.RunStatus.FAILED
 
     acts.registry.register("break", lambda ctx: None)  # repaired

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import run_to_idle
 from wfkit.store.duckdb import DuckDBStore
 
 duckdb_only = pytest.mark.duckdb_only
@@ -27,9 +28,7 @@ def test_a_second_engine_on_the_file_replaces_the_first(
 ) -> None:
     acts.noop("first", "last")
     older = open_engine()
-    older.register(parked_flow())
-    run = older.start("w", {"id": "k-1"})
-    older.run_until_idle()
+    run = run_to_idle(older, parked_flow(), {"id": "k-1"})
     assert run.status == wf.RunStatus.WAITING
 
     with caplog.at_level(logging.INFO, logger="wfkit.engine"):
@@ -141,9 +140,7 @@ def test_memory_engines_and_postgresql_engines_are_never_replaced(
         first, second = open_engine(path=":memory:"), open_engine(path=":memory:")
     else:  # PostgreSQL: many engines share a database through leases
         first, second = open_engine(), open_engine()
-    first.register(parked_flow())
-    run = first.start("w", {"id": "k-1"})
-    first.run_until_idle()
+    run = run_to_idle(first, parked_flow(), {"id": "k-1"})
     assert first.run(run.id).status == wf.RunStatus.WAITING  # still open and working
     shared = [] if isinstance(db_path, Path) else [run.id]
     assert [r.run_id for r in second.runs()] == shared

@@ -15,10 +15,11 @@ import psycopg
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import is_postgres, kinds
 
 
 def _shared_only(db_path: Any) -> str:
-    if not str(db_path).startswith("postgresql"):
+    if not is_postgres(db_path):
         pytest.skip("engine processes share only a PostgreSQL database")
     return str(db_path)
 
@@ -66,8 +67,7 @@ def test_a_run_that_lost_the_race_for_a_posted_signal_waits_without_it(
 
     assert len(taken) == 1
     assert run.status == wf.RunStatus.WAITING  # the signal went to the other taker
-    kinds = [e.kind for e in run.history()]
-    assert "signal.received" not in kinds
+    assert "signal.received" not in kinds(run)
     assert acts.count("after") == 0
     assert 1 <= acts.count("prep") <= 2  # the dropped checkpoint's step may run once more
     assert engine.sql("SELECT count(*) FROM wf_signals").fetchall() == [(0,)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 import wfkit as wf
 from tests.engine.conftest import Activities, OpenEngine
+from tests.engine.helpers import events, eventually, is_postgres, run_to_idle
 from wfkit.engine.vocabulary import NodeStatus
 
 GPU_WAITS = (
@@ -36,19 +36,6 @@ def instance(engine: wf.Engine, run_id: str) -> tuple[Any, Any]:
     sql = f"SELECT owner, wants_queue FROM wf_instances WHERE run_id = '{run_id}'"
     row = engine.sql(sql).fetchall()[0]
     return row[0], row[1]
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.02)
-
-
-def shared(engine: wf.Engine) -> bool:
-    return str(engine.target).startswith("postgresql")
 
 
 def gpu_acts(acts: Activities, *default: str, gpu: tuple[str, ...] = ("render",)) -> None:
@@ -103,7 +90,7 @@ def test_steps_of_an_unserved_queue_stay_ready_and_are_explained(
     assert run.status == wf.RunStatus.RUNNING
     assert run.explain() == GPU_WAITS
     assert run.node_statuses()["render"] == NodeStatus.BLOCKED
-    if shared(engine):  # handed over: only an engine serving 'gpu' claims it
+    if is_postgres(engine.target):  # handed over: only an engine serving 'gpu' claims it
         assert eventually(lambda: instance(engine, run.id) == (None, "gpu"))
     time.sleep(0.2)
     assert acts.names() == ["prepare"]  # nothing ran it meanwhile
@@ -118,9 +105,9 @@ def test_steps_of_an_unserved_queue_stay_ready_and_are_explained(
 def test_run_until_idle_runs_every_queue(open_engine: OpenEngine, acts: Activities) -> None:
     gpu_acts(acts, "prepare", gpu=("render", "encode"))
     engine = open_engine()
-    engine.register(wf.Workflow("w").start_with("prepare").then("render").then("encode"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w").start_with("prepare").then("render").then("encode"), {}
+    )
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.names() == ["prepare", "render", "encode"]
 
@@ -276,7 +263,7 @@ def test_two_engines_hand_a_run_alternating_queues_to_each_other(
         assert run.result(timeout=30) == {}
     assert acts.names().count("render") == 3
     for run in runs:
-        steps = [e for e in run.history() if e.kind == "step.completed"]
+        steps = events(run, "step.completed")
         assert [e.node_id for e in steps] == ["a", "render", "b", "encode", "c"]
     assert all(instance(cpu, run.id) == (None, None) for run in runs)
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import run_to_idle
 
 
 @pytest.fixture
@@ -91,11 +92,11 @@ def test_a_due_retry_timer_is_ready_work(engine, acts, clock) -> None:
             raise RuntimeError("backend down")
 
     acts.add("flaky", flaky)
-    engine.register(
-        wf.Workflow("flaky").start_with("flaky", policy={"retry_delay": "1m", "jitter": 0})
+    run = run_to_idle(
+        engine,
+        wf.Workflow("flaky").start_with("flaky", policy={"retry_delay": "1m", "jitter": 0}),
+        {},
     )
-    run = engine.start("flaky", {})
-    engine.run_until_idle()
     assert not engine.has_ready_work(run.id)  # its retry is a minute away
 
     clock.advance("2m")

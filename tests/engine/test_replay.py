@@ -4,7 +4,6 @@ against what the activities saw as they ran, on both backends."""
 
 from __future__ import annotations
 
-import copy
 import time
 from datetime import timedelta
 from typing import Any
@@ -12,26 +11,9 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import Seen, run_to_idle
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}
-
-
-class Seen:
-    """What each attempt found in ``ctx.data`` as it started and left there as it ended."""
-
-    def __init__(self) -> None:
-        self.started: dict[tuple[str, int, str], Any] = {}
-        self.ended: dict[tuple[str, int, str], Any] = {}
-
-    def wrap(self, body: Any) -> Any:
-        def run(ctx: wf.ActivityContext[Any]) -> Any:
-            key = (ctx.node_id, ctx.attempt, ".".join(map(str, ctx.loop_path)))
-            self.started[key] = copy.deepcopy(ctx.data)
-            result = body(ctx)
-            self.ended[key] = copy.deepcopy(ctx.data)
-            return result
-
-        return run
 
 
 @pytest.fixture
@@ -64,9 +46,9 @@ def test_data_at_every_checkpoint_of_a_sequential_run_with_a_retry(engine, acts,
 
     acts.add("charge", seen.wrap(flaky))
     acts.add("ship", seen.wrap(ship))
-    engine.register(wf.Workflow("pay").start_with("charge", **NO_WAIT).then("ship"))
-    run = engine.start("pay", {"amount": 5})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("pay").start_with("charge", **NO_WAIT).then("ship"), {"amount": 5}
+    )
     assert run.status == wf.RunStatus.COMPLETED
 
     points = run.checkpoints()
@@ -97,9 +79,9 @@ def test_attempts_carry_times_status_error_and_output(engine, acts) -> None:
         return {"receipt": "r-3"}
 
     acts.add("charge", flaky)
-    engine.register(wf.Workflow("pay").start_with("charge", max_attempts=3, **NO_WAIT))
-    run = engine.start("pay", {})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("pay").start_with("charge", max_attempts=3, **NO_WAIT), {}
+    )
 
     attempts = run.attempts("charge")
     assert [(a.attempt, a.status, a.retried) for a in attempts] == [
@@ -128,11 +110,9 @@ def test_node_statuses_at_each_point(engine, acts) -> None:
 
     acts.add("charge", flaky)
     acts.noop("ship")
-    engine.register(
-        wf.Workflow("pay").start_with("charge", retry_delay="1m", jitter=0).then("ship")
+    run = run_to_idle(
+        engine, wf.Workflow("pay").start_with("charge", retry_delay="1m", jitter=0).then("ship"), {}
     )
-    run = engine.start("pay", {})
-    engine.run_until_idle()
     failed = next(e.seq for e in run.history() if e.kind == "step.failed")
     assert run.node_statuses_at(1) == {"charge": "running"}
     assert run.node_statuses_at(failed) == {"charge": "retrying"}
@@ -166,9 +146,7 @@ def test_for_each_cells_writing_disjoint_paths(engine, acts, seen) -> None:
         .for_each("items", lambda b: b.then("ship"), max_parallelism=2)
         .then("total")
     )
-    engine.register(flow)
-    run = engine.start("lines", {"items": [1, 2, 3, 4, 5], "shipped": [0] * 5})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"items": [1, 2, 3, 4, 5], "shipped": [0] * 5})
     assert run.status == wf.RunStatus.COMPLETED
 
     last = run.checkpoints()[-1].seq
@@ -264,9 +242,7 @@ def test_a_run_reopened_after_an_engine_restart(open_engine, acts, seen) -> None
 
 def test_bad_points_and_unknown_runs_are_refused(engine, acts) -> None:
     acts.noop("step")
-    engine.register(wf.Workflow("one").start_with("step"))
-    run = engine.start("one", {"a": 1})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("one").start_with("step"), {"a": 1})
     last = run.checkpoints()[-1].seq
     for bad in (-1, last + 1, "2", 1.0, True, None):
         with pytest.raises(wf.UsageError, match=f"pass a seq between 0 \\(its input\\) and {last}"):

@@ -9,7 +9,6 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ import duckdb
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import kinds, run_to_idle, wait_until
 from wfkit.engine import archive as archive_module
 from wfkit.engine.retention import RUN_TABLES
 from wfkit.store.queries import has_query, migrations
@@ -192,7 +192,7 @@ def test_runs_in_flight_keep_working_after_a_purge(engine, acts, clock) -> None:
     engine.run_until_idle()
     assert runs.waiting.status == wf.RunStatus.COMPLETED
     assert runs.delayed.status == wf.RunStatus.COMPLETED
-    assert [e.kind for e in runs.waiting.history()][-1] == "run.completed"
+    assert kinds(runs.waiting)[-1] == "run.completed"
     with pytest.raises(wf.UsageError):
         _ = runs.recent.status  # ended, so "0s" took it too
 
@@ -324,15 +324,15 @@ def test_a_failed_run_retried_by_hand_is_in_flight_again_and_stays(engine, acts,
 def test_a_child_run_stays_while_its_caller_is_in_flight(engine, acts, clock) -> None:
     acts.noop("pay", "ship")
     engine.register(wf.Workflow("payment").start_with("pay"))
-    engine.register(
+    caller = run_to_idle(
+        engine,
         wf.Workflow("shop")
         .start_with()
         .call("payment")
         .wait_for_signal("shipped", correlate="key")
-        .then("ship")
+        .then("ship"),
+        {"key": "k"},
     )
-    caller = engine.start("shop", {"key": "k"})
-    engine.run_until_idle()
     (child,) = caller.children()
     assert (child.status, caller.status) == (wf.RunStatus.COMPLETED, wf.RunStatus.WAITING)
     clock.advance("31d")
@@ -343,7 +343,7 @@ def test_a_child_run_stays_while_its_caller_is_in_flight(engine, acts, clock) ->
     engine.run_until_idle()
     assert engine.purge(older_than="30d") == 1  # the child; its caller ended just now
     assert caller.status == wf.RunStatus.COMPLETED
-    assert [e.kind for e in caller.history()][-1] == "run.completed"
+    assert kinds(caller)[-1] == "run.completed"
     (gone,) = caller.children()  # a handle on the purged child says it is gone
     assert gone.id == child.id
     with pytest.raises(wf.UsageError, match=f"there is no run '{child.id}'"):
@@ -353,9 +353,9 @@ def test_a_child_run_stays_while_its_caller_is_in_flight(engine, acts, clock) ->
 def test_a_grown_run_is_purged_and_its_graph_stays_a_definition(open_engine, acts, clock) -> None:
     acts.noop("a", "x")
     engine = open_engine()
-    engine.register(wf.Workflow("w", 1).start_with("a").wait_for_signal("go", correlate="k"))
-    run = engine.start("w", {"k": "1"})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w", 1).start_with("a").wait_for_signal("go", correlate="k"), {"k": "1"}
+    )
     engine.append(run.id, lambda b: b.then("x"))
     assert engine.signal("go", "1", {}) is True
     engine.run_until_idle()
@@ -478,13 +478,13 @@ def test_archive_writes_every_table_to_parquet_then_purges(engine, acts, clock, 
 @pytest.mark.duckdb_only
 def test_engine_sql_reads_the_archive_back_on_duckdb(engine, acts, clock, tmp_path) -> None:
     runs = make_runs(engine, acts, clock)
-    kinds = [e.kind for e in runs.completed.history()]
+    history = kinds(runs.completed)
     engine.archive(tmp_path, older_than="30d", status="completed")
     path = tmp_path / "wf_events.parquet"
     found = engine.sql(
         f"SELECT kind FROM read_parquet('{path}') WHERE run_id = '{runs.completed.id}' ORDER BY seq"
     ).fetchall()
-    assert [row[0] for row in found] == kinds
+    assert [row[0] for row in found] == history
 
 
 def test_a_second_archive_into_the_same_directory_never_overwrites_the_first(
@@ -560,13 +560,6 @@ def test_an_archive_that_fails_half_way_leaves_no_file_and_purges_nothing(
 # --- periodic retention ---------------------------------------------------------------------------
 
 
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within the timeout"
-        time.sleep(0.02)
-
-
 def count(engine: wf.Engine) -> int:
     return len(engine.runs())
 
@@ -589,11 +582,11 @@ def test_retention_purges_at_open_then_at_most_every_period(open_engine, acts, c
     done = engine.start("saga", {})
     done.result(timeout=10)
     clock.advance("1d1m")  # old enough, but the last pass was 1d1m ago: due now
-    eventually(lambda: count(engine) == 1)
+    wait_until(lambda: count(engine) == 1, "one run is left")
     later = engine.start("saga", {})
     later.result(timeout=10)
     clock.advance("1d")  # old enough and due: purged at the pass this advance wakes
-    eventually(lambda: count(engine) == 1)
+    wait_until(lambda: count(engine) == 1, "one run is left")
     assert engine.run(waiting.id).status == wf.RunStatus.WAITING
 
     last = engine.start("saga", {})
@@ -614,7 +607,7 @@ def test_retention_between_passes_waits_for_its_period(open_engine, acts, clock)
     time.sleep(0.2)
     assert count(engine) == 1
     clock.advance("22h")
-    eventually(lambda: count(engine) == 0)
+    wait_until(lambda: count(engine) == 0, "no run is left")
     engine.stop()
 
 

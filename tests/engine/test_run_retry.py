@@ -5,21 +5,13 @@ it by hand."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import events, rows, run_to_idle, wait_until
 from wfkit.widgets.timeline import spans_of
-
-
-def events(run: wf.Run, kind: str) -> list[wf.Event]:
-    return [e for e in run.history() if e.kind == kind]
-
-
-def rows(engine: wf.Engine, sql: str) -> list[tuple[Any, ...]]:
-    return engine.sql(sql).fetchall()
 
 
 def row_status(engine: wf.Engine, run: wf.Run) -> str:
@@ -82,9 +74,7 @@ def test_a_run_failing_twice_succeeds_on_its_third_attempt_without_rerunning_com
     engine, order, broken, clock
 ) -> None:
     broken["charge"] = 2
-    engine.register(order_flow(THREE))
-    run = engine.start("order", {"n": 1})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(THREE), {"n": 1})
 
     assert run.status == wf.RunStatus.WAITING
     assert row_status(engine, run) == "waiting"
@@ -134,9 +124,7 @@ def test_a_run_whose_budget_is_spent_fails_for_good_with_every_attempt_in_its_hi
     engine, order, broken, clock
 ) -> None:
     broken["charge"] = 99
-    engine.register(order_flow(THREE))
-    run = engine.start("order", {"n": 1})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(THREE), {"n": 1})
     clock.advance("1m")
     engine.run_until_idle()
     clock.advance("2m")
@@ -171,9 +159,7 @@ def test_the_delay_grows_by_the_backoff_and_lives_in_a_timer_row(
     engine, order, broken, clock
 ) -> None:
     broken["charge"] = 2
-    engine.register(order_flow(wf.RunRetry(max_attempts=3, delay="10s", backoff=3.0)))
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(wf.RunRetry(max_attempts=3, delay="10s", backoff=3.0)), {})
 
     ((node, kind, due),) = retry_timers(engine, run)
     assert (node, kind, due.isoformat()) == ("charge", "run_retry", "2026-01-01T00:00:10")
@@ -200,9 +186,7 @@ def test_the_delay_grows_by_the_backoff_and_lives_in_a_timer_row(
 def test_step_retries_are_spent_within_each_run_attempt(engine, order, broken, clock) -> None:
     broken["charge"] = 2  # both attempts of the first run attempt fail
     flow = order_flow(THREE, max_attempts=2, retry_delay="5s", jitter=0)
-    engine.register(flow)
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
     clock.advance("5s")
     engine.run_until_idle()
     assert run.status == wf.RunStatus.WAITING
@@ -269,9 +253,7 @@ def test_engine_retry_goes_on_from_the_failed_step_of_a_workflow_without_run_ret
     engine, order, broken
 ) -> None:
     broken["charge"] = 1
-    engine.register(order_flow())
-    run = engine.start("order", {"n": 1})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(), {"n": 1})
     assert run.status == wf.RunStatus.FAILED
     assert run.explain() == "failed: RuntimeError: charge backend down"
     assert events(run, "run.failed")[0].detail == {}
@@ -296,9 +278,7 @@ def test_engine_retry_of_a_run_whose_budget_is_spent_is_one_more_attempt(
     engine, order, broken, clock
 ) -> None:
     broken["charge"] = 3
-    engine.register(order_flow(wf.RunRetry(max_attempts=2, delay="1s")))
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(wf.RunRetry(max_attempts=2, delay="1s")), {})
     clock.advance("1s")
     engine.run_until_idle()
     assert run.status == wf.RunStatus.FAILED
@@ -360,9 +340,7 @@ def test_engine_retry_refuses_a_run_whose_failure_left_nowhere_to_go_on(
     acts.add("right", conflict("R"))
     flow = wf.Workflow("strict", strict_merges=True, retry=THREE).start_with()
     flow.parallel(lambda b: b.then("left"), lambda b: b.then("right"))
-    engine.register(flow)
-    run = engine.start("strict", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
     assert run.status == wf.RunStatus.FAILED  # a strict merge conflict is never retried
     assert events(run, "run.retrying") == []
     with pytest.raises(wf.UsageError, match=r"cannot go on.*restart_as_new"):
@@ -380,9 +358,7 @@ def test_a_failure_through_a_connected_failed_outlet_is_no_run_failure(
     flow.then("charge", max_attempts=1)
     flow.graph.add_node("handle", kind="action", activity="handle")
     flow.graph.add_edge("charge", "handle", key="failed")
-    engine.register(flow)
-    run = engine.start("handled", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
     assert run.status == wf.RunStatus.COMPLETED
     assert order.names() == ["prepare", "charge", "handle"]
     assert events(run, "run.retrying") == []
@@ -393,9 +369,7 @@ def test_on_failure_terminate_fails_for_good_and_only_an_operator_retries_it(
     engine, order, broken, clock
 ) -> None:
     broken["charge"] = 1
-    engine.register(order_flow(THREE, on_failure="terminate"))
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(THREE, on_failure="terminate"), {})
     clock.advance("1h")
     engine.run_until_idle()
     assert run.status == wf.RunStatus.FAILED
@@ -412,9 +386,7 @@ def test_cancelling_a_run_waiting_to_be_retried_ends_it_for_good(
     engine, order, broken, clock
 ) -> None:
     broken["charge"] = 1
-    engine.register(order_flow(THREE))
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(THREE), {})
     assert run.status == wf.RunStatus.WAITING
 
     engine.cancel(run.id, actor="ops", reason="customer gave up")
@@ -435,9 +407,7 @@ def test_a_failed_join_is_retried_from_its_fork(engine, order, broken, clock) ->
     flow = wf.Workflow("fan", retry=THREE).start_with()
     flow.parallel(lambda b: b.then("ship"), lambda b: b.then("notify", max_attempts=1))
     flow.then("prepare")
-    engine.register(flow)
-    run = engine.start("fan", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
     assert run.status == wf.RunStatus.WAITING
     (retrying,) = events(run, "run.retrying")
     fork = retrying.detail["resume"]
@@ -455,9 +425,7 @@ def test_a_decision_failing_on_its_expression_is_retried_after_the_data_is_fixed
     acts.noop("yes", "no")
     flow = wf.Workflow("pick", retry=wf.RunRetry(max_attempts=2, delay="1m")).start_with()
     flow.if_("amount > 10", then=lambda b: b.then("yes"), otherwise=lambda b: b.then("no"))
-    engine.register(flow)
-    run = engine.start("pick", {"amount": "lots"})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"amount": "lots"})
     assert run.status == wf.RunStatus.WAITING
     clock.advance("1m")
     engine.run_until_idle()
@@ -512,9 +480,7 @@ def test_a_run_whose_failure_unwound_its_saga_is_retried_from_the_sagas_first_st
     engine, trip, broken, clock
 ) -> None:
     broken["charge"] = 1
-    engine.register(saga_flow())
-    run = engine.start("trip", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, saga_flow(), {})
 
     assert run.status == wf.RunStatus.WAITING
     assert trip.names() == ["check", "reserve", "charge", "release"]
@@ -546,9 +512,7 @@ def test_a_saga_failure_that_undid_nothing_is_retried_from_the_failed_step(
     engine, trip, broken, clock
 ) -> None:
     broken["reserve"] = 1  # the saga's first compensable step fails: nothing to undo
-    engine.register(saga_flow())
-    run = engine.start("trip", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, saga_flow(), {})
     (retrying,) = events(run, "run.retrying")
     assert retrying.detail["resume"] == "reserve"
     assert events(run, "compensation.completed") == []
@@ -580,9 +544,7 @@ def test_a_saga_whose_first_step_has_no_compensation_goes_on_from_that_step(
 
 def test_the_timeline_draws_the_wait_for_the_next_run_attempt(engine, order, broken, clock) -> None:
     broken["charge"] = 1
-    engine.register(order_flow(THREE))
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(THREE), {})
     clock.advance("1m")
     engine.run_until_idle()
     spans = spans_of(run.history(), clock.now())
@@ -600,9 +562,9 @@ def test_workers_retry_a_run_on_their_own_and_by_hand(open_engine, order, broken
     engine.start_workers(threads=2)
     try:
         run = engine.start("order", {})
-        wait_for(lambda: run.status == wf.RunStatus.WAITING)
+        wait_until(lambda: run.status == wf.RunStatus.WAITING, "the run waits")
         clock.advance("1m")  # wakes the sleeping writer: the retry fails again, for good
-        wait_for(lambda: run.status == wf.RunStatus.FAILED)
+        wait_until(lambda: run.status == wf.RunStatus.FAILED, "the run fails")
         engine.retry(run.id, actor="ops")
         assert run.result(timeout=10) == {"prepared": 1}
     finally:
@@ -612,21 +574,12 @@ def test_workers_retry_a_run_on_their_own_and_by_hand(open_engine, order, broken
 
 def test_a_retry_with_an_actor_that_cannot_be_stored_is_refused(engine, order, broken) -> None:
     broken["charge"] = 1
-    engine.register(order_flow())
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(), {})
     before = len(run.history())
     with pytest.raises(wf.UsageError, match=r"retrying run .* refused: the actor"):
         engine.retry(run.id, actor="op\x00s")
     assert len(run.history()) == before
     assert run.status == wf.RunStatus.FAILED
-
-
-def wait_for(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -668,9 +621,7 @@ def test_an_inner_saga_that_alone_was_undone_is_retried_from_its_own_first_step(
     engine, nested_acts, broken, clock
 ) -> None:
     broken["inner2"] = 1
-    engine.register(nested_flow(outer_compensable=False))
-    run = engine.start("nest", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, nested_flow(outer_compensable=False), {})
     assert events(run, "run.retrying")[0].detail["resume"] == "inner1"
     clock.advance("1m")
     engine.run_until_idle()
@@ -685,9 +636,7 @@ def test_a_failure_that_undid_outer_steps_is_retried_from_the_outer_sagas_first_
     engine, nested_acts, broken, clock
 ) -> None:
     broken["inner2"] = 1
-    engine.register(nested_flow(outer_compensable=True))
-    run = engine.start("nest", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, nested_flow(outer_compensable=True), {})
     assert events(run, "run.retrying")[0].detail["resume"] == "check"
     clock.advance("1m")
     engine.run_until_idle()
@@ -709,9 +658,7 @@ def test_a_left_inner_saga_undone_by_an_outer_failure_is_run_again(
     engine, nested_acts, broken, clock
 ) -> None:
     broken["after"] = 1  # fails in 'outer' after 'inner' (policy unwind) was left
-    engine.register(nested_flow(outer_compensable=False))
-    run = engine.start("nest", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, nested_flow(outer_compensable=False), {})
     assert [c for c in nested_acts.names() if c.endswith(".undo")] == ["inner2.undo", "inner1.undo"]
     assert events(run, "run.retrying")[0].detail["resume"] == "check"
     clock.advance("1m")
@@ -724,9 +671,7 @@ def test_a_kept_inner_saga_stands_and_the_retry_goes_on_from_the_failed_step(
     engine, nested_acts, broken, clock
 ) -> None:
     broken["after"] = 1  # 'inner' (policy keep) was left: nothing of it is undone
-    engine.register(nested_flow(outer_compensable=False, policy="keep"))
-    run = engine.start("nest", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, nested_flow(outer_compensable=False, policy="keep"), {})
     assert [c for c in nested_acts.names() if c.endswith(".undo")] == []
     assert events(run, "run.retrying")[0].detail["resume"] == "after"
     clock.advance("1m")
@@ -737,9 +682,7 @@ def test_a_kept_inner_saga_stands_and_the_retry_goes_on_from_the_failed_step(
 
 def test_the_history_reads_with_the_run_attempts(engine, order, broken, clock) -> None:
     broken["charge"] = 9
-    engine.register(order_flow(wf.RunRetry(max_attempts=2, delay="1m")))
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(wf.RunRetry(max_attempts=2, delay="1m")), {})
     clock.advance("1m")
     engine.run_until_idle()
     lines = [str(e) for e in run.history() if e.kind.startswith("run.")]
@@ -755,9 +698,7 @@ def test_of_two_operators_retrying_one_failed_run_at_once_exactly_one_wins(
     engine, order, broken
 ) -> None:
     broken["charge"] = 1
-    engine.register(order_flow())
-    run = engine.start("order", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order_flow(), {})
     outcomes: list[str] = []
     go = threading.Barrier(2)
 

@@ -9,12 +9,9 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.engine.helpers import events, run_to_idle
 
 from .conftest import Activities, OpenEngine
-
-
-def events(run: wf.Run, kind: str) -> list[wf.Event]:
-    return [e for e in run.history() if e.kind == kind]
 
 
 def start_node(flow: wf.Workflow) -> str:
@@ -36,10 +33,7 @@ def branching() -> wf.Workflow:
 def test_a_completed_run_reports_the_nodes_it_never_reached_as_skipped(engine, acts) -> None:
     acts.noop("a", "big", "small", "done")
     flow = branching()
-    engine.register(flow)
-
-    run = engine.start("w", {"x": 5})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"x": 5})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.node_statuses() == {
@@ -56,9 +50,7 @@ def test_a_run_in_flight_leaves_nodes_not_reached_out_and_cancelling_skips_them(
     engine, acts
 ) -> None:
     acts.noop("a", "after")
-    engine.register(wf.Workflow("w").start_with("a").approval("review").then("after"))
-    run = engine.start("w")
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("a").approval("review").then("after"))
 
     assert run.node_statuses() == {"a": "succeeded", "review": "waiting"}
     engine.cancel(run.id, actor="ops")
@@ -72,11 +64,10 @@ def test_a_failed_run_skips_the_steps_after_the_failure(engine, acts) -> None:
 
     acts.noop("a", "ship")
     acts.add("reserve", broken)
-    engine.register(
-        wf.Workflow("w").start_with("a").then("reserve", max_attempts=1).then("ship").end(id="e")
+    run = run_to_idle(
+        engine,
+        wf.Workflow("w").start_with("a").then("reserve", max_attempts=1).then("ship").end(id="e"),
     )
-    run = engine.start("w")
-    engine.run_until_idle()
 
     assert run.status == wf.RunStatus.FAILED
     assert run.node_statuses() == {
@@ -103,18 +94,18 @@ def test_skipped_nodes_are_the_same_after_a_restart(open_engine: OpenEngine, act
 
 def test_an_end_node_reached_is_not_skipped(engine, acts) -> None:
     acts.noop("a")
-    engine.register(wf.Workflow("w").start_with("a").end(id="finish"))
-    run = engine.start("w")
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("a").end(id="finish"))
 
     assert run.node_statuses() == {"a": "succeeded"}
 
 
 def test_a_for_each_body_never_run_on_an_empty_list_is_skipped(engine, acts) -> None:
     acts.noop("line")
-    engine.register(wf.Workflow("w").start_with().for_each("items", lambda b: b.then("line")))
-    run = engine.start("w", {"items": []})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine,
+        wf.Workflow("w").start_with().for_each("items", lambda b: b.then("line")),
+        {"items": []},
+    )
 
     statuses = run.node_statuses()
     assert run.status == wf.RunStatus.COMPLETED
@@ -135,14 +126,14 @@ def test_an_unstorable_output_leaves_through_a_connected_fallback_without_retrie
 ) -> None:
     acts.add("quote", unstorable)
     acts.noop("cached", "finish")
-    engine.register(
+    run = run_to_idle(
+        engine,
         wf.Workflow("w")
         .start_with("quote", max_attempts=3, retry_delay="0s")
         .on_fallback(lambda b: b.then("cached"))
-        .then("finish")
+        .then("finish"),
+        {},
     )
-    run = engine.start("w", {})
-    engine.run_until_idle()
 
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.names() == ["quote", "cached", "finish"]
@@ -158,9 +149,9 @@ def test_without_a_fallback_an_unstorable_output_is_a_failed_attempt_as_before(
     engine, acts: Activities
 ) -> None:
     acts.add("quote", unstorable)
-    engine.register(wf.Workflow("w").start_with("quote", max_attempts=2, retry_delay="0s"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w").start_with("quote", max_attempts=2, retry_delay="0s"), {}
+    )
 
     assert run.status == wf.RunStatus.FAILED
     assert acts.names() == ["quote", "quote"]
@@ -174,9 +165,9 @@ def test_raising_fallback_records_the_outlet_it_left_through(engine, acts: Activ
 
     acts.add("quote", closed)
     acts.noop("cached")
-    engine.register(wf.Workflow("w").start_with("quote").on_fallback(lambda b: b.then("cached")))
-    run = engine.start("w")
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w").start_with("quote").on_fallback(lambda b: b.then("cached"))
+    )
 
     assert run.status == wf.RunStatus.COMPLETED
     assert [e.detail for e in events(run, "step.failed")] == [{"outlet": "fallback"}]
@@ -203,9 +194,7 @@ def test_a_decision_naming_no_branch_leaves_through_its_fallback_branch(
     flow, pick = deciding(returned)
     acts.add("pick", pick)
     acts.noop("left", "manual", "done")
-    engine.register(flow)
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.names() == ["pick", "manual", "done"]
@@ -224,9 +213,7 @@ def test_a_decision_returning_an_unstorable_value_leaves_through_its_fallback_br
     flow, pick = deciding({"left"})
     acts.add("pick", pick)
     acts.noop("left", "manual", "done")
-    engine.register(flow)
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.names() == ["pick", "manual", "done"]
@@ -237,9 +224,7 @@ def test_a_decision_naming_a_declared_branch_still_takes_it(engine, acts: Activi
     flow, pick = deciding("left")
     acts.add("pick", pick)
     acts.noop("left", "manual", "done")
-    engine.register(flow)
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
 
     assert acts.names() == ["pick", "left", "done"]
     assert [e.detail for e in events(run, "decision.taken")] == [{"outlet": "left"}]
@@ -252,9 +237,7 @@ def test_without_a_connected_fallback_an_unknown_branch_fails_the_step_as_before
     flow, pick = deciding("purple", fallback=declared, last=True)
     acts.add("pick", pick)
     acts.noop("left")
-    engine.register(flow)
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {})
 
     assert run.status == wf.RunStatus.FAILED
     assert acts.names() == ["pick"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 import wfkit as wf
+from tests.engine.helpers import events, kinds, rows, run_to_idle, wait_until
 from wfkit.engine.clock import SystemClock
 
 
@@ -19,14 +19,6 @@ class Payment(BaseModel):
     currency: str = "EUR"
     receipt: str | None = None
     internal: str | None = None
-
-
-def events(run: wf.Run, kind: str) -> list[wf.Event]:
-    return [e for e in run.history() if e.kind == kind]
-
-
-def rows(engine: wf.Engine, sql: str) -> list[tuple[Any, ...]]:
-    return engine.sql(sql).fetchall()
 
 
 def _payment(acts, *, wait: bool = False, fail: bool = False, version: int = 1) -> wf.Workflow:
@@ -56,10 +48,7 @@ def test_a_call_starts_the_child_with_mapped_input_and_records_lineage_both_ways
 ) -> None:
     acts.noop("shop.reserve", "ship")
     engine.register(_payment(acts, wait=True))
-    engine.register(_shop())
-
-    run = engine.start("shop", {"total": 42, "note": "gift"})
-    engine.run_until_idle()
+    run = run_to_idle(engine, _shop(), {"total": 42, "note": "gift"})
 
     (child,) = run.children()
     assert child.parent is not None and child.parent.id == run.id
@@ -106,14 +95,11 @@ def test_a_call_starts_the_child_with_mapped_input_and_records_lineage_both_ways
 def test_the_child_ends_and_the_caller_resumes_in_one_transaction(engine, acts) -> None:
     acts.noop("shop.reserve", "ship")
     engine.register(_payment(acts))
-    engine.register(_shop())
-
-    run = engine.start("shop", {"total": 5})
-    engine.run_until_idle()
+    run = run_to_idle(engine, _shop(), {"total": 5})
 
     (child,) = run.children()
     ended = rows(engine, f"SELECT updated_at FROM wf_instances WHERE run_id = '{child.id}'")
-    resumed = [e for e in run.history() if e.kind == "call.completed"]
+    resumed = events(run, "call.completed")
     assert ended[0][0] == resumed[0].at
     assert run.data == {"total": 5, "receipt": "r-5-v1"}
 
@@ -123,10 +109,7 @@ def test_without_input_the_whole_document_goes_and_without_bind_nothing_comes_ba
 ) -> None:
     acts.noop("shop.reserve", "ship")
     engine.register(_payment(acts))
-    engine.register(_shop(input=None, bind=None))
-
-    run = engine.start("shop", {"amount": 7, "currency": "SEK"})
-    engine.run_until_idle()
+    run = run_to_idle(engine, _shop(input=None, bind=None), {"amount": 7, "currency": "SEK"})
 
     (child,) = run.children()
     assert child.data.model_dump() == {
@@ -172,10 +155,7 @@ def test_a_failed_child_leaves_the_call_through_its_failed_outlet(engine, acts) 
         .call("payment", input={"amount": "total"}, on_failed=lambda b: b.then("refund").end())
         .then("ship")
     )
-    engine.register(flow)
-
-    run = engine.start("shop", {"total": 9})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"total": 9})
 
     (child,) = run.children()
     assert child.status == wf.RunStatus.FAILED
@@ -203,10 +183,7 @@ def test_a_failed_child_unwinds_the_callers_saga_and_fails_the_caller(engine, ac
         )
         .then("ship")
     )
-    engine.register(flow)
-
-    run = engine.start("shop", {"total": 3})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"total": 3})
 
     assert run.status == wf.RunStatus.FAILED
     assert acts.names() == ["stock.reserve", "pay.charge.v1", "stock.release"]
@@ -248,10 +225,7 @@ def test_cancelling_the_caller_cancels_its_child_and_grandchild_in_one_command(
     engine.register(_payment(acts, wait=True))
     checkout = wf.Workflow("checkout", 1).start_with().call("payment", input={"amount": "total"})
     engine.register(checkout)
-    engine.register(wf.Workflow("order", 1).start_with().call("checkout"))
-
-    run = engine.start("order", {"total": 4})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("order", 1).start_with().call("checkout"), {"total": 4})
     (child,) = run.children()
     (grandchild,) = child.children()
     assert grandchild.parent is not None and grandchild.parent.id == child.id
@@ -279,9 +253,7 @@ def test_cancelling_the_caller_cancels_its_child_and_grandchild_in_one_command(
 def test_a_child_cancelled_on_its_own_fails_the_call(engine, acts) -> None:
     acts.noop("shop.reserve", "ship")
     engine.register(_payment(acts, wait=True))
-    engine.register(_shop())
-    run = engine.start("shop", {"total": 6})
-    engine.run_until_idle()
+    run = run_to_idle(engine, _shop(), {"total": 6})
     (child,) = run.children()
 
     engine.cancel(child.id, reason="duplicate payment")
@@ -350,10 +322,7 @@ def test_nested_calls_bind_back_through_every_level(engine, acts) -> None:
         .call("checkout", input={"sum": "total * 2"}, bind={"paid_with": "receipt"})
         .then("ship")
     )
-    engine.register(order)
-
-    run = engine.start("order", {"total": 10})
-    engine.run_until_idle()
+    run = run_to_idle(engine, order, {"total": 10})
 
     (child,) = run.children()
     (grandchild,) = child.children()
@@ -372,10 +341,7 @@ def test_calls_in_a_for_each_map_each_item_and_each_resume_once(engine, acts) ->
         .for_each("amounts", lambda b: b.call("payment", input={"amount": "item"}))
         .then("ship")
     )
-    engine.register(flow)
-
-    run = engine.start("batch", {"amounts": [1, 2, 3]})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"amounts": [1, 2, 3]})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert sorted(c.data.amount for c in run.children()) == [1, 2, 3]
@@ -424,9 +390,7 @@ def test_a_call_is_refused_at_registration_when_its_workflow_is_not_registered(
 def test_an_ended_child_cannot_be_resumed_again_by_a_late_wake(engine, acts) -> None:
     acts.noop("shop.reserve", "ship")
     engine.register(_payment(acts))
-    engine.register(_shop())
-    run = engine.start("shop", {"total": 2})
-    engine.run_until_idle()
+    run = run_to_idle(engine, _shop(), {"total": 2})
     (child,) = run.children()
     token = next(e.token for e in run.history() if e.kind == "call.started")
 
@@ -458,8 +422,8 @@ def test_two_engines_one_starts_and_the_workers_of_another_finish(
     worker.start_workers(threads=2)
     try:
         run = starter.start("shop", {"total": 12})
-        child = _wait_for(lambda: (run.children() or [None])[0])
-        _wait_for(lambda: child.status == wf.RunStatus.WAITING)
+        child = wait_until(lambda: (run.children() or [None])[0], "the child starts", 30)
+        wait_until(lambda: child.status == wf.RunStatus.WAITING, "the child waits", 30)
         assert run.status == wf.RunStatus.WAITING
         assert starter.signal("settled", "r-12-v1") is True
         assert worker.run(run.id).result(timeout=30) == {"total": 12, "receipt": "r-12-v1"}
@@ -469,16 +433,6 @@ def test_two_engines_one_starts_and_the_workers_of_another_finish(
     assert json.loads(
         rows(starter, f"SELECT detail FROM wf_events WHERE run_id = '{run.id}' AND seq = 1")[0][0]
     ) == {"workflow": "shop", "version": 1}
-
-
-def _wait_for(probe: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def test_a_child_ending_in_another_engine_wakes_the_caller_its_engine_holds(
@@ -512,9 +466,9 @@ def test_a_child_ending_in_another_engine_wakes_the_caller_its_engine_holds(
     run = holder.start("shop", {"total": 1})
     payer.start_workers(threads=2)
     try:
-        child = _wait_for(lambda: (run.children() or [None])[0])
-        _wait_for(lambda: child.status == wf.RunStatus.COMPLETED)
-        _wait_for(lambda: events(run, "call.completed"))
+        child = wait_until(lambda: (run.children() or [None])[0], "the child starts", 30)
+        wait_until(lambda: child.status == wf.RunStatus.COMPLETED, "the child completes", 30)
+        wait_until(lambda: events(run, "call.completed"), "the caller hears of it", 30)
         assert run.status == wf.RunStatus.RUNNING  # "slow" still runs in the holder
         release.set()
         assert holder.run(run.id).result(timeout=30) == {"total": 1, "receipt": "paid"}
@@ -539,10 +493,7 @@ def test_a_join_satisfied_without_the_call_branch_cancels_its_child(engine, acts
         )
         .then("ship")
     )
-    engine.register(flow)
-
-    run = engine.start("race", {"total": 3})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"total": 3})
 
     (child,) = run.children()
     assert run.status == wf.RunStatus.COMPLETED
@@ -566,10 +517,7 @@ def test_a_caller_failing_elsewhere_cancels_the_child_it_waited_for(engine, acts
             lambda b: b.then("boom", max_attempts=1).on_failure("terminate"),
         )
     )
-    engine.register(flow)
-
-    run = engine.start("doomed", {"total": 3})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"total": 3})
 
     (child,) = run.children()
     assert run.status == wf.RunStatus.FAILED
@@ -589,7 +537,7 @@ def test_a_child_that_ends_at_once_resumes_its_caller_in_the_same_checkpoint(eng
 
     (child,) = run.children()
     assert child.status == wf.RunStatus.COMPLETED
-    assert [e.kind for e in run.history()][:3] == ["run.started", "call.started", "call.completed"]
+    assert kinds(run)[:3] == ["run.started", "call.started", "call.completed"]
     assert run.data == {"x": 1, "y": 1}
     engine.run_until_idle()
     assert run.status == wf.RunStatus.COMPLETED and acts.names() == ["ship"]
@@ -605,10 +553,7 @@ def test_an_input_expression_that_fails_at_run_time_fails_the_call(engine, acts)
             "payment", input={"amount": "total // count"}, on_failed=lambda b: b.then("apologise")
         )
     )
-    engine.register(flow)
-
-    run = engine.start("shop", {"total": 3, "count": 0})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"total": 3, "count": 0})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert acts.names() == ["apologise"]
@@ -625,10 +570,7 @@ def test_a_bind_that_cannot_be_applied_fails_the_call_with_the_reason(engine, ac
         .start_with()
         .call("payment", input={"amount": "total"}, bind={"receipt": "total.receipt"})
     )
-    engine.register(flow)
-
-    run = engine.start("shop", {"total": 3})
-    engine.run_until_idle()
+    run = run_to_idle(engine, flow, {"total": 3})
 
     assert run.status == wf.RunStatus.FAILED
     assert "cannot bind the child's data: 'total.receipt' runs through 'total'" in (

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 import wfkit as wf
 from tests.engine.conftest import Activities, OpenEngine
+from tests.engine.helpers import is_postgres, kinds, rows
 from wfkit.engine import transactions
 
 WF_TABLES = ("wf_instances", "wf_events", "wf_jobs", "wf_bookmarks", "wf_timers")
@@ -27,14 +28,6 @@ class Order(BaseModel):
 
     order_id: int
     amount: int = Field(ge=0)
-
-
-def is_postgres(db_path: Any) -> bool:
-    return str(db_path).startswith("postgresql://")
-
-
-def rows(engine: wf.Engine, sql: str) -> list[tuple[Any, ...]]:
-    return [tuple(r) for r in engine.sql(sql).fetchall()]
 
 
 def wf_counts(engine: wf.Engine) -> dict[str, int]:
@@ -83,7 +76,7 @@ def test_the_app_rows_and_the_run_commit_together(
         inside = tx.execute("SELECT status FROM wf_instances WHERE run_id = ?", [run.id])
         # the engine's reads on the block's thread see its rows; engine.sql reads committed ones
         assert [r.run_id for r in shop.runs()] == [run.id]
-        assert [e.kind for e in run.history()][:1] == ["run.started"]
+        assert kinds(run)[:1] == ["run.started"]
         assert rows(shop, "SELECT count(*) FROM orders") == [(0,)]
         time.sleep(0.2 if workers else 0)  # workers are running: still, no step starts now
         assert acts.names() == []

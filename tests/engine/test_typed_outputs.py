@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 import wfkit as wf
+from tests.engine.helpers import charge_then_fail_each_line, run_to_idle
 from wfkit.definition.typed_outputs import OutputType
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}
@@ -121,13 +122,13 @@ def test_a_model_defined_below_its_activity_is_resolved_when_the_activity_first_
                 amount: float
 
             module.Later = Later  # type: ignore[attr-defined]
-            engine.register(
+            run = run_to_idle(
+                engine,
                 wf.Workflow("w")
                 .start_with()
-                .parallel(lambda b: b.then("charge", max_attempts=1), lambda b: b.then("never"))
+                .parallel(lambda b: b.then("charge", max_attempts=1), lambda b: b.then("never")),
+                {},
             )
-            run = engine.start("w", {})
-            engine.run_until_idle()
     finally:
         del sys.modules["wfkit_test_late_model"]
 
@@ -148,9 +149,7 @@ def test_an_annotation_naming_a_local_class_leaves_the_output_untyped(engine, ac
         return {"amount": "not a number"}  # type: ignore[return-value]
 
     acts.registry.register("charge", charge)
-    engine.register(wf.Workflow("w").start_with("charge"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("charge"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.outputs == {"charge": {"amount": "not a number"}}
@@ -170,9 +169,7 @@ def test_a_returned_model_is_stored_as_its_json_and_read_back_as_the_model(engin
 
     acts.registry.register("billing.charge", charge)
     acts.registry.register("mail", mail)
-    engine.register(wf.Workflow("w").start_with("billing.charge").then("mail"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("billing.charge").then("mail"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.outputs["billing.charge"] == {"amount": 12.5, "currency": "USD"}
@@ -195,9 +192,7 @@ def test_a_returned_dict_is_validated_and_stored_as_the_model_makes_it(engine, a
 
     acts.registry.register("charge", charge)
     acts.registry.register("from_invoice", from_invoice)
-    engine.register(wf.Workflow("w").start_with("charge").then("from_invoice"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("charge").then("from_invoice"), {})
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.outputs == {
@@ -215,9 +210,9 @@ def test_an_output_that_does_not_fit_fails_the_attempt_in_words_and_is_retried(
         return Receipt(amount=2)
 
     acts.registry.register("billing.charge", charge)
-    engine.register(wf.Workflow("w").start_with().then("billing.charge", max_attempts=2, **NO_WAIT))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w").start_with().then("billing.charge", max_attempts=2, **NO_WAIT), {}
+    )
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.outputs == {"billing.charge": {"amount": 2.0, "currency": "EUR"}}
@@ -235,9 +230,9 @@ def test_an_output_that_never_fits_fails_the_run_with_the_fields_named(engine, a
         return {"currency": "EUR"}  # type: ignore[return-value]
 
     acts.registry.register("billing.charge", charge)
-    engine.register(wf.Workflow("w").start_with().then("billing.charge", max_attempts=2, **NO_WAIT))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(
+        engine, wf.Workflow("w").start_with().then("billing.charge", max_attempts=2, **NO_WAIT), {}
+    )
 
     assert run.status == wf.RunStatus.FAILED
     assert len(errors_of(run)) == 2  # retry rules applied as for any failure
@@ -255,9 +250,7 @@ def test_none_fits_only_an_optional_model(engine, acts) -> None:
 
     acts.registry.register("maybe", maybe)
     acts.registry.register("must", must)
-    engine.register(wf.Workflow("w").start_with("maybe").then("must", max_attempts=1))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("maybe").then("must", max_attempts=1), {})
 
     assert run.status == wf.RunStatus.FAILED
     assert [e.node_id for e in run.history() if e.kind == "step.completed"] == ["maybe"]
@@ -272,9 +265,7 @@ def test_an_async_activity_is_typed_by_its_return_annotation(engine, acts) -> No
         return {"amount": 4}  # type: ignore[return-value]
 
     acts.registry.register("charge", charge)
-    engine.register(wf.Workflow("w").start_with("charge"))
-    run = engine.start("w", {})
-    engine.run_until_idle()
+    run = run_to_idle(engine, wf.Workflow("w").start_with("charge"), {})
 
     assert run.outputs == {"charge": {"amount": 4.0, "currency": "EUR"}}
 
@@ -294,14 +285,14 @@ def test_ctx_output_errors_say_what_is_missing_or_does_not_fit(engine, acts) -> 
     acts.add("later")
     for name, body in reads.items():
         acts.add(name, body)
-    engine.register(
+    run = run_to_idle(
+        engine,
         wf.Workflow("w")
         .start_with("first")
         .parallel(*[lambda b, n=n: b.then(n, max_attempts=1) for n in reads])
-        .then("later")
+        .then("later"),
+        {},
     )
-    run = engine.start("w", {})
-    engine.run_until_idle()
 
     failed = {
         e.node_id: (e.error or "").strip().splitlines()[-1]
@@ -345,15 +336,15 @@ def test_inside_for_each_ctx_output_reads_the_attempts_own_cell(engine, acts) ->
     acts.add("ship", ship)
     acts.add("total", total)
     acts.add("typed-outside", lambda ctx: ctx.output("price", Quote))
-    engine.register(
+    run = run_to_idle(
+        engine,
         wf.Workflow("w", data=LoopData)
         .start_with()
         .for_each("skus", lambda b: b.then("price").then("ship"))
         .then("total")
-        .then("typed-outside", max_attempts=1)
+        .then("typed-outside", max_attempts=1),
+        {"skus": ["a", "bb", "ccc"]},
     )
-    run = engine.start("w", {"skus": ["a", "bb", "ccc"]})
-    engine.run_until_idle()
 
     assert run.outputs["ship"] == {
         "0": {"sku": "a", "price": 1.0, "cell": 0},
@@ -381,16 +372,16 @@ def test_nested_loops_read_their_own_cell_and_an_outer_cell(engine, acts) -> Non
         },
     )
     acts.add("row-done", lambda ctx: {"cells": sorted(ctx.output("inner"))})
-    engine.register(
+    run = run_to_idle(
+        engine,
         wf.Workflow("w", data=LoopData)
         .start_with()
         .for_each(
             "rows",
             lambda b: b.then("outer").for_each("item", lambda c: c.then("inner")).then("row-done"),
-        )
+        ),
+        {"skus": [], "rows": [["x", "y"], ["z"]]},
     )
-    run = engine.start("w", {"skus": [], "rows": [["x", "y"], ["z"]]})
-    engine.run_until_idle()
 
     assert run.status == wf.RunStatus.COMPLETED
     assert run.outputs["inner"] == {
@@ -416,23 +407,6 @@ def test_a_compensation_reads_the_output_of_the_visit_it_undoes(engine, acts) ->
     acts.registry.register("charge", charge)
     acts.add("refund", refund)
     acts.add("fail", fail)
-    engine.register(
-        wf.Workflow("w")
-        .start_with()
-        .for_each(
-            "lines",
-            lambda b: b.saga(
-                lambda s: (
-                    s.then("charge")
-                    .compensate_with("refund")
-                    .then("fail", max_attempts=1)
-                    .on_failure("compensate")
-                )
-            ),
-            max_parallelism=1,
-        )
-    )
-    run = engine.start("w", {"lines": ["a", "bbb"]})
-    engine.run_until_idle()
+    run = run_to_idle(engine, charge_then_fail_each_line(), {"lines": ["a", "bbb"]})
 
     assert sorted(run.data["refunded"]) == [1.0, 3.0]
