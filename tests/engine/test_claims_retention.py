@@ -1,0 +1,82 @@
+"""The chunk sizes README.md and docs/semantics.md §19.6 give for periodic retention, checked as
+stated (no constant patched): a pass purges 500 runs per transaction, 100 when archiving, one
+chunk per round of the writer, on DuckDB and PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import wfkit as wf
+from tests.engine.conftest import Activities, OpenEngine
+
+
+def ended_runs(engine: wf.Engine, acts: Activities, n: int) -> None:
+    acts.noop("note")
+    engine.register(wf.Workflow("short").start_with("note"))
+    engine.start_many("short", [{"i": i} for i in range(n)])
+    engine.run_until_idle()
+    assert engine.sql("SELECT count(*) FROM wf_instances WHERE status = 'completed'").fetchall()[
+        0
+    ][0] == n
+
+
+def count(engine: wf.Engine) -> int:
+    return int(engine.sql("SELECT count(*) FROM wf_instances").fetchall()[0][0])
+
+
+def chunks(caplog: pytest.LogCaptureFixture) -> list[int]:
+    """The runs each retention transaction took, from its log line."""
+    found = (re.search(r"retention: .*?purged (\d+) runs", r.getMessage()) for r in caplog.records)
+    return [int(m.group(1)) for m in found if m]
+
+
+def test_a_retention_pass_purges_500_runs_per_transaction(
+    open_engine: OpenEngine, acts: Activities, clock: wf.ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = open_engine(retention=wf.Retention("1d", every="1h"))
+    ended_runs(engine, acts, 501)
+    clock.advance("2d")
+
+    with caplog.at_level(logging.INFO, logger="wfkit.engine"):
+        engine.run_until_idle()  # one round: one chunk
+        after_one = count(engine)
+        engine.run_until_idle()  # the next round: the rest
+
+    assert after_one == 1
+    assert count(engine) == 0
+    assert chunks(caplog) == [500, 1]
+
+
+def test_a_retention_pass_that_archives_takes_100_runs_per_transaction(
+    open_engine: OpenEngine,
+    acts: Activities,
+    clock: wf.ManualClock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    folder = tmp_path / "archive"
+    engine = open_engine(retention=wf.Retention("1d", archive_to=folder, every="1h"))
+    ended_runs(engine, acts, 101)
+    clock.advance("2d")
+
+    with caplog.at_level(logging.INFO, logger="wfkit.engine"):
+        engine.run_until_idle()
+        after_one = count(engine)
+        engine.run_until_idle()
+
+    assert after_one == 1 and count(engine) == 0
+    assert chunks(caplog) == [100, 1]
+    # one archive per transaction: the first chunk's file, then the next number's
+    with duckdb.connect() as conn:
+        sizes = [
+            conn.execute("SELECT count(*) FROM read_parquet(?)", [str(folder / name)]).fetchall()[
+                0
+            ][0]
+            for name in ("wf_instances.parquet", "wf_instances-2.parquet")
+        ]
+    assert sizes == [100, 1]
