@@ -66,33 +66,40 @@ def test_postgres_blocks_take_8_connections_of_their_own_and_a_ninth_waits(
             release.wait(30)
 
     eight = [threading.Thread(target=block, args=(i,)) for i in range(8)]
-    for thread in eight:
-        thread.start()
-    deadline = time.monotonic() + 20
-    while len(inside) < 8 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert sorted(inside) == list(range(8))  # eight blocks open at once
+    threads = list(eight)
+    try:
+        for thread in eight:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(inside) < 8 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sorted(inside) == list(range(8))  # eight blocks open at once
 
-    ninth_inside = threading.Event()
+        ninth_inside = threading.Event()
 
-    def ninth() -> None:
-        with shop.transaction() as tx:
-            ninth_inside.set()
-            tx.execute("INSERT INTO orders VALUES (?, ?)", [8, "item-8"])
+        def ninth() -> None:
+            with shop.transaction() as tx:
+                ninth_inside.set()
+                tx.execute("INSERT INTO orders VALUES (?, ?)", [8, "item-8"])
 
-    waiting = threading.Thread(target=ninth)
-    waiting.start()
-    assert not ninth_inside.wait(1.0)  # the ninth waits for a connection of the blocks' pool
+        waiting = threading.Thread(target=ninth)
+        threads.append(waiting)
+        waiting.start()
+        assert not ninth_inside.wait(1.0)  # the ninth waits for a connection of the blocks' pool
 
-    # the engine's own connections are not the blocks': a run starts and finishes meanwhile
-    run = shop.start("checkout", {"order_id": 99, "amount": 1})
-    shop.run_until_idle()
-    assert run.status is wf.RunStatus.COMPLETED
-    assert acts.names() == ["charge", "ship"]
-    assert not ninth_inside.is_set()
+        # the engine's own connections are not the blocks': a run starts and finishes meanwhile
+        run = shop.start("checkout", {"order_id": 99, "amount": 1})
+        shop.run_until_idle()
+        assert run.status is wf.RunStatus.COMPLETED
+        assert acts.names() == ["charge", "ship"]
+        assert not ninth_inside.is_set()
 
-    release.set()
-    for thread in [*eight, waiting]:
-        thread.join(30)
-    assert ninth_inside.is_set()
+        release.set()
+        for thread in [*eight, waiting]:
+            thread.join(30)
+        assert ninth_inside.is_set()
+    finally:
+        release.set()  # a failed assertion above must not leave blocks open
+        for thread in threads:
+            thread.join(30)
     assert order_rows(shop) == [(i, f"item-{i}") for i in range(9)]
