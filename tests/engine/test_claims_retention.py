@@ -20,9 +20,10 @@ def ended_runs(engine: wf.Engine, acts: Activities, n: int) -> None:
     engine.register(wf.Workflow("short").start_with("note"))
     engine.start_many("short", [{"i": i} for i in range(n)])
     engine.run_until_idle()
-    assert engine.sql("SELECT count(*) FROM wf_instances WHERE status = 'completed'").fetchall()[
-        0
-    ][0] == n
+    assert (
+        engine.sql("SELECT count(*) FROM wf_instances WHERE status = 'completed'").fetchall()[0][0]
+        == n
+    )
 
 
 def count(engine: wf.Engine) -> int:
@@ -36,7 +37,10 @@ def chunks(caplog: pytest.LogCaptureFixture) -> list[int]:
 
 
 def test_a_retention_pass_purges_500_runs_per_transaction(
-    open_engine: OpenEngine, acts: Activities, clock: wf.ManualClock, caplog: pytest.LogCaptureFixture
+    open_engine: OpenEngine,
+    acts: Activities,
+    clock: wf.ManualClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     engine = open_engine(retention=wf.Retention("1d", every="1h"))
     ended_runs(engine, acts, 501)

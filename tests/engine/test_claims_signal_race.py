@@ -54,9 +54,11 @@ def test_two_engines_racing_for_posted_signals_take_each_once(
 
     def settled() -> bool:
         statuses = [engines[0].run(r.id).status for runs in started for r in runs]
-        return statuses.count(wf.RunStatus.COMPLETED) == KEYS and statuses.count(
-            wf.RunStatus.WAITING
-        ) == KEYS and acts.count("after") == KEYS
+        return (
+            statuses.count(wf.RunStatus.COMPLETED) == KEYS
+            and statuses.count(wf.RunStatus.WAITING) == KEYS
+            and acts.count("after") == KEYS
+        )
 
     deadline = time.monotonic() + 60
     while not settled() and time.monotonic() < deadline:

@@ -83,7 +83,9 @@ def test_every_recovery_button_asks_first_and_no_changes_nothing(engine, acts, w
 def test_every_inbox_button_asks_first_and_no_changes_nothing(engine, acts, where) -> None:
     acts.noop("prepare", "publish", "invoice")
     engine.register(wf.Workflow("review").start_with("prepare").approval("review").then("publish"))
-    engine.register(wf.Workflow("pay").start_with("invoice").wait_for_signal("paid").then("publish"))
+    engine.register(
+        wf.Workflow("pay").start_with("invoice").wait_for_signal("paid").then("publish")
+    )
     review = engine.start("review", {})
     pay = engine.start("pay", {})
     engine.run_until_idle()

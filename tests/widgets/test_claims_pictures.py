@@ -48,7 +48,12 @@ def test_a_monitors_static_picture_shows_the_runs_statuses_and_follows_them(engi
         monitor.refresh()
 
         assert run.status == wf.RunStatus.COMPLETED
-        want = {"reserve": "succeeded", "charge": "failed", "notify": "succeeded", "ship": "skipped"}
+        want = {
+            "reserve": "succeeded",
+            "charge": "failed",
+            "notify": "succeeded",
+            "ship": "skipped",
+        }
         assert node_classes(monitor.display_bundles()[1]["text/html"]) == want
         assert updates and node_classes(updates[-1]) == want  # the saved copy followed
     finally:
