@@ -1,8 +1,10 @@
-"""docs/semantics.md §15.8: calls that recurse through other workflows are bounded at run time —
-a call that would nest child runs more than 32 deep fails (the limit checked as stated, on
-DuckDB and PostgreSQL)."""
+"""docs/semantics.md §15: calls that recurse through other workflows are bounded at run time — a
+call that would nest child runs more than 32 deep fails (§15.8, the limit checked as stated); a
+child that is suspended leaves its caller waiting (§15.4). On DuckDB and PostgreSQL."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import wfkit as wf
 from tests.engine.conftest import Activities
@@ -31,3 +33,43 @@ def test_calls_recursing_through_two_workflows_stop_32_deep(
     assert "would nest child runs 33 deep (at most 32)" in deepest
     assert "break the cycle" in deepest
     assert len(engine.runs()) == 33
+
+
+def test_a_suspended_child_leaves_its_caller_waiting_until_it_goes_on(
+    engine: wf.Engine, acts: Activities
+) -> None:
+    broken = {"on": True}
+
+    def charge(ctx: wf.ActivityContext[Any]) -> None:
+        if broken["on"]:
+            raise RuntimeError("card service down")
+        ctx.data["receipt"] = "r-1"
+
+    acts.add("charge", charge)
+    acts.noop("reserve", "ship")
+    engine.register(
+        wf.Workflow("payment", 1).start_with("charge", max_attempts=1, on_failure="suspend")
+    )
+    engine.register(
+        wf.Workflow("shop", 1)
+        .start_with("reserve")
+        .call("payment", bind={"receipt": "receipt"})
+        .then("ship")
+    )
+    run = engine.start("shop", {})
+    engine.run_until_idle()
+
+    (child,) = run.children()
+    assert child.status is wf.RunStatus.SUSPENDED
+    assert run.status is wf.RunStatus.WAITING  # the caller neither fails nor goes on
+    kinds = [e.kind for e in run.history()]
+    assert "call.failed" not in kinds and "call.completed" not in kinds
+    assert acts.names() == ["reserve", "charge"]
+
+    broken["on"] = False
+    engine.resume(child.id, actor="ops")
+    engine.run_until_idle()
+
+    assert child.status is wf.RunStatus.COMPLETED
+    assert run.status is wf.RunStatus.COMPLETED and run.data["receipt"] == "r-1"
+    assert acts.names() == ["reserve", "charge", "charge", "ship"]
