@@ -136,3 +136,24 @@ def test_ready_work_of_a_purged_run_is_refused_like_an_unknown_run(
     with pytest.raises(wf.UsageError, match=f"no run '{info.run_id}'"):
         engine.has_ready_work(info.run_id)
     assert engine.has_ready_work() is False
+
+
+def test_an_archive_never_overwrites_a_file_it_did_not_write(
+    engine: wf.Engine, acts: Activities, clock: wf.ManualClock, tmp_path: Path
+) -> None:
+    ended_runs(engine, acts, 2)
+    clock.advance("2d")
+    mine = tmp_path / "wf_events.parquet"
+    mine.write_text("the user's own file")
+    (tmp_path / "wf_jobs-2.parquet").mkdir()  # in the way of the next number, for one table
+
+    report = engine.archive(tmp_path, older_than="1d")
+
+    assert mine.read_text() == "the user's own file"
+    assert report.runs == 2 and count(engine) == 0
+    assert {p.name for p in report.files} == {"wf_instances-3.parquet", "wf_events-3.parquet"}
+    with duckdb.connect() as conn:
+        archived = conn.execute(
+            "SELECT count(*) FROM read_parquet(?)", [str(tmp_path / "wf_instances-3.parquet")]
+        ).fetchall()
+    assert archived == [(2,)]
