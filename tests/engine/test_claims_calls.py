@@ -1,13 +1,19 @@
 """docs/semantics.md §15: calls that recurse through other workflows are bounded at run time — a
 call that would nest child runs more than 32 deep fails (§15.8, the limit checked as stated); a
-child that is suspended leaves its caller waiting (§15.4). On DuckDB and PostgreSQL."""
+child that is suspended leaves its caller waiting (§15.4); a caller that fails while another
+engine holds its child leaves the child running and says so (§15.6, PostgreSQL)."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import Any
 
+import pytest
+
 import wfkit as wf
-from tests.engine.conftest import Activities
+from tests.engine.conftest import Activities, OpenEngine
 
 
 def test_calls_recursing_through_two_workflows_stop_32_deep(
@@ -73,3 +79,56 @@ def test_a_suspended_child_leaves_its_caller_waiting_until_it_goes_on(
     assert child.status is wf.RunStatus.COMPLETED
     assert run.status is wf.RunStatus.COMPLETED and run.data["receipt"] == "r-1"
     assert acts.names() == ["reserve", "charge", "charge", "ship"]
+
+
+@pytest.mark.parametrize("db_path", ["postgres"], indirect=True)
+def test_a_caller_failing_while_another_engine_holds_its_child_leaves_the_child_running(
+    open_engine: OpenEngine, acts: Activities, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§15.6: the caller fails in this engine while the child runs in another (which serves the
+    child's queue): the child is not cancelled, and a warning says how to cancel it."""
+    started, release = threading.Event(), threading.Event()
+
+    def work(ctx: wf.ActivityContext[Any]) -> None:
+        started.set()
+        assert release.wait(20)
+
+    def boom(ctx: wf.ActivityContext[Any]) -> None:
+        assert started.wait(20)  # the other engine holds the child now
+        raise RuntimeError("warehouse on fire")
+
+    acts.add("boom", boom)
+    elsewhere = wf.ActivityRegistry()
+    elsewhere.register("gpu.work", work, queue="gpu")
+    acts.registry.register("gpu.work", work, queue="gpu")
+    here = open_engine(clock=None)
+    there = open_engine(clock=None, registry=elsewhere)
+    here.register(wf.Workflow("payment", 1).start_with("gpu.work"))
+    here.register(
+        wf.Workflow("doomed", 1)
+        .start_with()
+        .parallel(
+            lambda b: b.call("payment"),
+            lambda b: b.then("boom", max_attempts=1).on_failure("terminate"),
+        )
+    )
+    there.start_workers(1, queues=["gpu"])
+    with caplog.at_level(logging.WARNING, logger="wfkit.engine"):
+        here.start_workers(2, queues=["default"])
+        run = here.start("doomed", {})
+        deadline = time.monotonic() + 20
+        while run.status is not wf.RunStatus.FAILED and time.monotonic() < deadline:
+            time.sleep(0.02)
+    (child,) = run.children()
+    try:
+        assert run.status is wf.RunStatus.FAILED
+        assert child.status is wf.RunStatus.RUNNING  # left running, not cancelled
+        warned = [r.getMessage() for r in caplog.records if "no longer waits" in r.getMessage()]
+        assert warned == [
+            f"run {run.id} no longer waits for its child run {child.id}, which another engine "
+            f"process holds now; cancel the child with engine.cancel({child.id!r})"
+        ]
+    finally:
+        release.set()
+    assert there.run(child.id).result(timeout=20) == {}
+    assert "run.cancelled" not in [e.kind for e in child.history()]
