@@ -1,6 +1,7 @@
 """README.md, "Retention": `wfkit runs purge` and `wfkit runs archive` refuse while a real
-`wfkit serve` holds the DuckDB file, and say to stop it first; once it has stopped they work.
-(tests/test_cli.py checks the same refusal against a sidecar file written by hand.)"""
+`wfkit serve` holds the DuckDB file, and say to stop it first; once it has stopped they work
+(tests/test_cli.py checks the same refusal against a sidecar file written by hand). They work
+on a PostgreSQL URL too."""
 
 from __future__ import annotations
 
@@ -56,3 +57,35 @@ def test_purge_and_archive_refuse_while_wfkit_serve_holds_the_file(tmp_path: Pat
     purged = wfkit("runs", "purge", "--older-than", "1d", "--db", str(db))
     assert purged.returncode == 0, purged
     assert stored(db) == {runs["waiting"]: "waiting"}
+
+
+def pg_stored(url: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute("SELECT run_id, status FROM wf_instances").fetchall())
+
+
+def test_runs_purge_and_archive_work_on_postgresql(tmp_path: Path) -> None:
+    import duckdb
+
+    from tests.postgres import postgres_database
+    from tests.test_cli import invoke
+
+    with postgres_database() as url:
+        runs = old_runs(url)  # type: ignore[arg-type]
+        failed = invoke("runs", "purge", "--older-than", "30d", "--status", "failed", "--db", url)
+        assert failed.exit_code == 0, failed.output
+        assert failed.stdout.startswith("purged 1 failed run that ended more than 30d ago from ")
+        assert pg_stored(url) == {runs["completed"]: "completed", runs["waiting"]: "waiting"}
+
+        out = tmp_path / "archive"
+        archived = invoke("runs", "archive", str(out), "--older-than", "30d", "--db", url)
+        assert archived.exit_code == 0, archived.output
+        assert archived.stdout.splitlines()[0] == f"wrote {out / 'wf_instances.parquet'} (1 rows)"
+        assert pg_stored(url) == {runs["waiting"]: "waiting"}
+        with duckdb.connect() as conn:
+            found = conn.execute(
+                "SELECT run_id, status FROM read_parquet(?)", [str(out / "wf_instances.parquet")]
+            ).fetchall()
+        assert found == [(runs["completed"], "completed")]
