@@ -375,9 +375,10 @@ class Engine(Operations, Growth, Admission, Retaining):
     def _resolve_call(self, workflow_id: str, version: int | None) -> CompiledFlow:
         """The workflow a call node starts: on a shared store another engine may have
         registered it (or a later version) since this one loaded the definitions."""
-        if self._store.shared:
+        known = self._latest.get(workflow_id, {})
+        if self._store.shared and (version is None or version not in known):
+            # (a pinned version this engine knows resolves the same whatever else was added)
             latest = self._store.query("latest_definition_version", [workflow_id])[0][0]
-            known = self._latest.get(workflow_id, {})
             if latest is not None and (latest not in known or (version and version not in known)):
                 self._load_definitions()
         # as for a start: the latest ACTIVE version, and a deactivated version takes no child
