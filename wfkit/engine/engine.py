@@ -375,12 +375,17 @@ class Engine(Operations, Growth, Admission, Retaining):
     def _resolve_call(self, workflow_id: str, version: int | None) -> CompiledFlow:
         """The workflow a call node starts: on a shared store another engine may have
         registered it (or a later version) since this one loaded the definitions."""
-        if self._store.shared:
+        known = self._latest.get(workflow_id, {})
+        if self._store.shared and (version is None or version not in known):
+            # (a pinned version this engine knows resolves the same whatever else was added)
             latest = self._store.query("latest_definition_version", [workflow_id])[0][0]
-            known = self._latest.get(workflow_id, {})
-            if latest is not None and (latest not in known or (version and version not in known)):
+            if latest is not None and (version is not None or latest not in known):
                 self._load_definitions()
-        # as for a start: the latest ACTIVE version, and a deactivated version takes no child
+        return self._startable(workflow_id, version)  # as for a start
+
+    def _startable(self, workflow_id: str, version: int | None) -> CompiledFlow:
+        """The flow a new run starts on: ``version``, else the latest active one;
+        AdmissionError for an unknown workflow or version, or a deactivated one."""
         flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
         self._gate.check_active(flow)
         return flow
@@ -490,8 +495,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         """Check documents before anything is queued (AdmissionError writes nothing); return
         the command that adds the runs to the writer's batch."""
         self._scheduler.refuse_closed()
-        flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
-        self._gate.check_active(flow)
+        flow = self._startable(workflow_id, version)
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
         docs = [self._admit(flow, d, actor) for d in documents]
         texts = [json.dumps(doc, separators=(",", ":")) for doc in docs]

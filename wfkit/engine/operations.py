@@ -99,10 +99,9 @@ class Operations:
                 status = RunStatus(run.status)
                 if status.terminal:
                     return CancelResult(run_id, 0, 0, True, status)
-                if writer.subruns is not None:
-                    # its child runs (and theirs) are cancelled with it, in this commit: take
-                    # them all first (RunBusy while another engine holds one: nothing changed)
-                    writer.subruns.family(run)
+                # its child runs (and theirs) are cancelled with it, in this commit: take
+                # them all first (RunBusy while another engine holds one: nothing changed)
+                writer.subruns.family(run)
                 pending = len(run.tokens)
                 writer.checkpoint(run, actor).cancel_run(reason)
                 stopping = len(run.tokens)  # what is left: attempts the end waits for

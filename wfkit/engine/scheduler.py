@@ -28,7 +28,7 @@ from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
 from wfkit.engine.executor import AttemptResult, AttemptThreads, Job, run_attempt
 from wfkit.engine.loops import job_cell
-from wfkit.engine.queues import Served, unserved_queue
+from wfkit.engine.queues import Served, step_activity, unserved_queue
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
@@ -218,7 +218,7 @@ class Scheduler:
             self.suspects.append((run, token_id))
             self.wake()  # the writer marks it in its next round
             return
-        if self.queues is not None and not granted and self._unserved(run, token_id):
+        if not granted and self._unserved(run, token_id):
             job = None  # blocked like a missing activity: the pool does not serve its queue
         else:
             job = self.make_job(run, token_id)
@@ -259,9 +259,7 @@ class Scheduler:
                 or (run.run_id, token_id) in self.inflight
             ):
                 continue
-            node = run.flow.nodes[token["node"]]
-            name = node.compensation if "comp" in token else node.activity
-            if (name or "") not in self.registry or self._unserved(run, token_id):
+            if step_activity(run, token) not in self.registry or self._unserved(run, token_id):
                 self.blocked.append((run, token_id))  # a blocked step is not marked: it waits
                 continue
             cp = writer.checkpoint(run)
@@ -272,6 +270,8 @@ class Scheduler:
 
     def _unserved(self, run: RunState, token_id: str) -> str | None:
         """The queue of a ready step when the workers do not serve it, else None."""
+        if self.queues is None:  # every queue is served (the common case: no lookup)
+            return None
         return unserved_queue(self.registry, self.queues, run, run.tokens[token_id])
 
     def retry_blocked(self) -> None:
@@ -705,7 +705,7 @@ class Scheduler:
         while self.ready:
             job = self.ready.popleft()
             run = self.writer.runs.get(job.run_id)
-            if run is not None and self.queues is not None and self._unserved(run, job.token_id):
+            if run is not None and self._unserved(run, job.token_id):
                 self.inflight.pop((job.run_id, job.token_id), None)
                 self.blocked.append((run, job.token_id))
                 self.writer.dirty.add(run.run_id)

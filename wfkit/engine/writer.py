@@ -76,6 +76,10 @@ class Released:
 class Writer:
     """Owns the runs in memory, the timer heap and every write to the store."""
 
+    # starts call nodes' child runs and carries their ends back; set by the engine (which
+    # resolves and admits the called workflows) before the first checkpoint
+    subruns: Subruns
+
     def __init__(
         self, store: Store, now: Callable[[], datetime], owner: Ownership | None = None
     ) -> None:
@@ -123,8 +127,6 @@ class Writer:
         self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
         # the open waits of the signals in this round's commands: (name, key) -> row or None
         self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
-        # starts call nodes' child runs and carries their ends back (set by the engine)
-        self.subruns: Subruns | None = None
 
     def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
         """Read the open waits of many signals at once, with their runs' summary rows (two
@@ -594,13 +596,11 @@ class Writer:
         (released at once, written with the next commit, at most BATCH_WINDOW later), unless
         ``force`` (a caller waits for its outcome).
         """
-        if self.subruns is not None:
-            self.subruns.settle()  # child runs that end resume their callers in this batch
+        # every run's status settles; child runs that end resume their callers in this batch
+        self.subruns.settle()
         batch, self._batch = self._batch, {}
         new_runs, self._new_runs = self._new_runs, {}
         force, self.force = force or self.force, False
-        for cp in batch.values():
-            cp.settle_status()
         parts: dict[str, RunRows] = {}
         unwritable: dict[str, str] = {}
         for run_id, cp in batch.items():
@@ -750,17 +750,24 @@ class Writer:
         self.store.write(statements)
         return added_timers
 
-    def _drop_lost(
-        self, lost: set[str], batch: dict[str, Checkpoint], parts: dict[str, RunRows]
+    def _drop(
+        self, run_ids: set[str], batch: dict[str, Checkpoint], parts: dict[str, RunRows]
     ) -> None:
-        """Runs another engine holds now: their checkpoints are not written, and they leave
-        memory (their attempts' results will be dropped as stale)."""
-        for run_id in lost:
+        """Leave the checkpoints of ``run_ids`` out of the transaction, forget the posted
+        signals they took, and drop the runs from memory."""
+        for run_id in run_ids:
             batch.pop(run_id, None)
             taken = parts.pop(run_id).posted
             self._taken = [s for s in self._taken if s not in taken]
             self.runs.pop(run_id, None)
             self.dirty.discard(run_id)
+
+    def _drop_lost(
+        self, lost: set[str], batch: dict[str, Checkpoint], parts: dict[str, RunRows]
+    ) -> None:
+        """Runs another engine holds now: their checkpoints are not written, and they leave
+        memory (their attempts' results will be dropped as stale)."""
+        self._drop(lost, batch, parts)
         log.warning(
             "runs taken over by another engine process (this one did not renew their leases "
             "in time; is it starved of CPU, or is the lease too short?): %s; their checkpoints "
@@ -787,12 +794,7 @@ class Writer:
                 "another engine process at the same moment; nothing of the round was written: "
                 "start the run again"
             )
-        for run_id in takers:
-            batch.pop(run_id, None)
-            taken = parts.pop(run_id).posted
-            self._taken = [s for s in self._taken if s not in taken]
-            self.runs.pop(run_id, None)
-            self.dirty.discard(run_id)
+        self._drop(takers, batch, parts)
         self.owner.release(sorted(takers))
         log.info(
             "posted signals %s were taken by another engine process first; runs %s go on from "

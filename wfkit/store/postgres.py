@@ -42,20 +42,13 @@ def _pg(name: str) -> str:
     return query(name).replace("?", "%s")
 
 
-class QueryResult:
+class QueryResult(StatementResult):
     """Rows of a user's query (``fetchall()``), like the DuckDB relation's common subset."""
 
+    __slots__ = ()
+
     def __init__(self, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-        self.columns = columns
-        self._rows = rows
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        """Every row."""
-        return list(self._rows)
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        """The first row, or None."""
-        return self._rows[0] if self._rows else None
+        super().__init__(columns, rows, len(rows))
 
     def __repr__(self) -> str:
         return f"QueryResult({self.columns}, {len(self._rows)} rows)"
