@@ -156,7 +156,7 @@ class Transaction:
             time.monotonic() - self._opened,
             "the engine's writer waits for it (steps, results and other callers stall)"
             if self._holds_writer
-            else "it holds a connection of the engine's pool and the rows it wrote",
+            else "it holds a connection of the pool kept for blocks and locks the rows it wrote",
         )
 
     def _forget_runs(self) -> None:
