@@ -385,9 +385,17 @@ run = engine.start("expense", {"amount": 40})
 engine.run_until_idle()  # no workers: what the README's first example did
 inbox = Inbox(engine, actor="ana", refresh_every=0.2)
 record(run_id=run.id)
-watch(lambda: {**run_state(run), "workers": engine.workers_running,
-               "explain": run.explain(),
-               "listed": sorted(r for r, _n, _k in inbox.rows)})
+
+
+def snapshot():
+    # explain first: once it says the run is ready, the status read after it agrees (reading the
+    # status first could see "waiting" from just before the approval committed)
+    explain = run.explain()
+    return {**run_state(run), "workers": engine.workers_running, "explain": explain,
+            "listed": sorted(r for r, _n, _k in inbox.rows)}
+
+
+watch(snapshot)
 inbox
 """
 
