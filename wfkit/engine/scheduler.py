@@ -22,7 +22,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
@@ -33,6 +33,9 @@ from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
+
+if TYPE_CHECKING:
+    from wfkit.engine.metrics import EngineMetrics
 
 __all__ = ["Command", "Scheduler"]
 
@@ -148,6 +151,7 @@ class Scheduler:
         self.closed_reason: str | None = None  # set by engine.close(): what its callers are told
         self._last_callers = 0  # commands the writer thread's last round carried
         self.chore: Chore | None = None  # run after a round's commit when due
+        self.metrics: EngineMetrics | None = None  # counters, once metrics are enabled
         writer.wake_hook = self.wake
         clock.subscribe(self.wake)
 
@@ -228,6 +232,8 @@ class Scheduler:
                 self.wake()  # the next round gives the run back to engines that have it
             return
         self.inflight[(job.run_id, job.token_id)] = job
+        if self.metrics is not None:
+            self.metrics.on_start(job)
         if self._threads:
             self._jobs.put(job)
         else:
@@ -470,7 +476,9 @@ class Scheduler:
             handed = self._handed
         with writer.lock:
             for result in results:
-                self.inflight.pop((result.run_id, result.token_id), None)
+                job = self.inflight.pop((result.run_id, result.token_id), None)
+                if self.metrics is not None and job is not None:
+                    self.metrics.on_end(job, result)
                 self.heartbeats.pop((result.run_id, result.token_id), None)
                 writer.apply_result(result)
             for due, run_id, token_id, kind in self._due_timers():
@@ -478,6 +486,8 @@ class Scheduler:
             self._mark_suspects()
             commands = self._take_commands()
             self._last_callers = len(commands)
+            if self.metrics is not None:
+                self.metrics.on_round(len(results) + len(commands))
             try:
                 released = self._run_commands(commands)
             finally:
@@ -761,6 +771,10 @@ class Scheduler:
             self.inflight.clear()
             self.suspects.clear()
             self.writer.adopted, self.writer.adopted_suspects = [], []
+
+    def queue_depth(self) -> int:
+        """Attempts ready and not yet taken by a worker (inline or threaded)."""
+        return len(self.ready) + self._jobs.qsize()
 
     def attempts_running(self) -> set[tuple[str, str]]:
         """(run, token) of attempts started and not ended (after :meth:`stop`: those that did
