@@ -7,7 +7,9 @@ do not clash). Until then the engine keeps no metrics and ``prometheus_client`` 
 
 What the engine does on the hot path is counting: an increment or a histogram observation per
 attempt started and ended, per commit and per round. Everything read from the store (runs by
-status, open waits, the oldest wait) is one grouped query per scrape, when Prometheus asks.
+status, open waits, the oldest wait) is one grouped query per scrape, when Prometheus asks. On
+a shared PostgreSQL database these gauges count the whole database's runs (every worker reports
+the same figures); the counters and histograms are the scraped process's own.
 
 Metric names (all prefixed ``wfkit_``):
 
@@ -146,6 +148,7 @@ class _StoreCollector:
         core = self.families
         engine = self.engine
         store = engine._store
+        engine._writer.flush_summaries()  # as engine.runs() does: running runs' rows are current
         runs = core.GaugeMetricFamily(
             "wfkit_runs", "Runs in the store by workflow and status.", labels=["workflow", "status"]
         )
