@@ -31,6 +31,7 @@ Metric names (all prefixed ``wfkit_``):
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -55,8 +56,8 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 def _prometheus() -> Any:
-    try:
-        import prometheus_client
+    try:  # imported when metrics are first enabled, never with the engine
+        prometheus_client = importlib.import_module("prometheus_client")
     except ImportError:
         raise UsageError(
             "metrics need prometheus_client: install the extra with "
@@ -137,9 +138,7 @@ class _StoreCollector:
 
     def __init__(self, engine: Engine, prom: Any) -> None:
         self.engine = engine
-        from prometheus_client import core
-
-        self.families = core
+        self.families = importlib.import_module("prometheus_client.core")
 
     def describe(self) -> list[Any]:
         return []  # computed at scrape; nothing to check at registration
