@@ -4,9 +4,11 @@ The engine keeps owning the run: its writer thread stays the one place that comm
 checkpoints, group commit and the guarantees are unchanged. Only the call of the activity moves:
 a picklable copy of the :class:`Job` (every field as it is, minus the heartbeat callback and the
 cancel flag, which live in the engine) is shipped to a Dask worker, :func:`run_attempt` runs
-there, and the :class:`AttemptResult` comes back. One dispatcher thread waits on every future
-(``distributed.as_completed``), so the number of engine threads never caps the cluster's
-parallelism; ``max_parallelism`` of a fan-out still bounds how many attempts are out at once.
+there, and the :class:`AttemptResult` comes back. No engine thread waits on a future: each
+future's done-callback (on the Dask client's thread) hands its result to the writer, and one
+dispatcher thread cancels futures and beats hearts; so the number of engine threads never caps
+the cluster's parallelism; ``max_parallelism`` of a fan-out still bounds how many attempts are
+out at once.
 
 Placement is by queue: ``DaskExecutor(client, queues=["heavy"])`` sends only the activities of
 those queues (``@wf.activity("fit", queue="heavy")``) to Dask; the others stay on the engine's
@@ -141,7 +143,6 @@ class DaskExecutor:
         self.placed: dict[tuple[str, str, int], tuple[str, int]] = {}
         self._lock = threading.Lock()
         self._pending: dict[Any, tuple[Job, Callable[[AttemptResult], None], float]] = {}
-        self._new: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition(self._lock)
 
@@ -186,7 +187,7 @@ class DaskExecutor:
                     target=self._dispatch, name="wfkit-dask", daemon=True
                 )
                 self._thread.start()
-        self._new.put(future)
+        future.add_done_callback(self._finish)  # on the client's callback thread
 
     def run(self, jobs: list[Job]) -> list[AttemptResult]:
         """Run ``jobs`` on the cluster and wait for all of them (inline driving)."""
@@ -207,17 +208,9 @@ class DaskExecutor:
         return True
 
     def _dispatch(self) -> None:
-        distributed = _distributed()
-        waiting = distributed.as_completed()
+        """Cancel the futures of attempts the engine cancelled; beat for those still out."""
         beat = time.monotonic()
         while True:
-            while True:
-                try:
-                    waiting.add(self._new.get_nowait())
-                except queue.Empty:
-                    break
-            for future in waiting.next_batch(block=False) if not waiting.is_empty() else []:
-                self._finish(future)
             with self._lock:
                 pending = list(self._pending.items())
             for future, (job, _done, _since) in pending:
