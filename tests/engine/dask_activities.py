@@ -14,10 +14,16 @@ import wfkit as wf
 
 def whoami(ctx: wf.ActivityContext[Any]) -> dict[str, Any]:
     """Where it ran, and the item doubled."""
-    time.sleep(0.05)  # long enough for both workers to take items
+    began = time.time()
+    time.sleep(0.3)  # long enough for both workers to hold an item at once
     item = ctx.item if ctx.item is not None else 0
-    ctx.data.setdefault("seen", 0)
-    return {"pid": os.getpid(), "host": socket.gethostname(), "double": item * 2}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "double": item * 2,
+        "began": began,
+        "ended": time.time(),
+    }
 
 
 def count(ctx: wf.ActivityContext[Any]) -> dict[str, Any]:
