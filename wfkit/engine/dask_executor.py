@@ -132,10 +132,11 @@ class DaskExecutor:
 
     def __init__(self, client_or_address: Any, queues: Iterable[str] | None = None) -> None:
         distributed = _distributed()
-        if isinstance(client_or_address, distributed.Client):
-            self.client = client_or_address
-        else:
+        self._owns_client = not isinstance(client_or_address, distributed.Client)
+        if self._owns_client:  # a cluster or an address: this executor's own client
             self.client = distributed.Client(client_or_address)
+        else:
+            self.client = client_or_address
         if isinstance(queues, str):
             raise UsageError(f"queues must be a list of queue names: write queues=[{queues!r}]")
         self.queues = None if queues is None else frozenset(queues)
@@ -145,6 +146,11 @@ class DaskExecutor:
         self._pending: dict[Any, tuple[Job, Callable[[AttemptResult], None], float]] = {}
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition(self._lock)
+
+    def close(self) -> None:
+        """Close the client this executor made (one it was given is left to its owner)."""
+        if self._owns_client:
+            self.client.close()
 
     local_cluster = staticmethod(local_cluster)  # wf.DaskExecutor.local_cluster(n_workers=2)
 
