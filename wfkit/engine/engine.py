@@ -156,6 +156,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         durability: str = "step",
         retention: str | timedelta | Retention | None = None,
         workers: int | None = None,
+        executor: Any = None,
     ) -> None:
         check_workers(workers)
         if durability not in DURABILITY:
@@ -182,6 +183,9 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._writer.durability = durability
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
+        if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
+            executor.registry = self.registry
+            self._scheduler.executor = executor
         self._writer.binder = self.registry.get
         self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}

@@ -129,6 +129,7 @@ class Scheduler:
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
         self.max_payload: int | None = None  # the data document's size limit, in bytes of JSON
+        self.executor: Any = None  # a DaskExecutor: the attempts it takes run on its cluster
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -664,8 +665,7 @@ class Scheduler:
                     break
                 time.sleep(max(wait, 0))
                 continue
-            results = [run_attempt(job, self.clock.now, self.threads) for job in jobs]
-            self.process(results)
+            self.process(self._run_jobs(jobs))
         self.writer.flush_summaries()
         if self.blocked:
             names = sorted(
@@ -678,6 +678,21 @@ class Scheduler:
             log.warning(
                 "steps wait for activities not registered in this process: %s", ", ".join(names)
             )
+
+    def _run_jobs(self, jobs: list[Job]) -> list[AttemptResult]:
+        """Run ``jobs`` here, but those the executor takes, which run on its cluster meanwhile."""
+        if self.executor is None:
+            return [run_attempt(job, self.clock.now, self.threads) for job in jobs]
+        remote = [job for job in jobs if self.executor.takes(job)]
+        box: queue.SimpleQueue[AttemptResult] = queue.SimpleQueue()
+        for job in remote:
+            self.executor.submit(job, box.put)
+        results = [
+            run_attempt(job, self.clock.now, self.threads)
+            for job in jobs
+            if not self.executor.takes(job)
+        ]
+        return results + [box.get() for _ in remote]
 
     # --- threads --------------------------------------------------------------------------------
 
@@ -732,6 +747,8 @@ class Scheduler:
             self._jobs.put(_STOP)
         for t in workers:
             t.join(timeout)
+        if self.executor is not None:  # attempts out on the cluster end before the writer
+            self.executor.drain(timeout)
         self._results.put(_STOP)
         for t in self._threads:
             t.join(timeout)
@@ -797,6 +814,9 @@ class Scheduler:
             job = self._jobs.get()
             if job is _STOP:
                 return
+            if self.executor is not None and self.executor.takes(job):
+                self.executor.submit(job, self._results.put)  # its result comes back there
+                continue
             try:
                 result = run_attempt(job, self.clock.now, self.threads)
             except BaseException:  # the worker survives anything an attempt throws
