@@ -47,3 +47,13 @@ def sleepy(ctx: wf.ActivityContext[Any]) -> None:
         if ctx.cancelled:
             raise wf.Cancelled("asked to stop")
         time.sleep(0.1)
+
+
+def die_on_first_call(ctx: wf.ActivityContext[Any]) -> dict[str, Any]:
+    """Counts its calls in a file; kills its worker process on the first call."""
+    calls = Path(ctx.data["calls"])
+    with calls.open("a") as f:
+        f.write(f"{ctx.attempt}\n")
+    if len(calls.read_text().split()) == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"pid": os.getpid(), "attempt": ctx.attempt}

@@ -185,3 +185,33 @@ def test_placement_by_queue_keeps_light_steps_in_the_engine(open_engine, acts, c
     assert run.outputs["light"]["pid"] == os.getpid()
     assert run.outputs["heavy"]["pid"] != os.getpid()
     assert run.data == {"n": 2}
+
+
+@pytest.fixture(scope="module")
+def forgiving_client() -> Iterator[Any]:
+    """A LocalCluster with Dask's default allowed-failures (3): Dask re-runs a task whose worker
+    died on its own; the start marker must keep that from running the attempt again."""
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.mark.duckdb_only
+def test_a_dask_re_run_after_a_lost_worker_is_reported_as_the_crash_not_run_again(
+    open_engine, acts, forgiving_client, tmp_path
+) -> None:
+    acts.registry.register("die", da.die_on_first_call)
+    engine = open_engine(executor=wf.DaskExecutor(forgiving_client))
+    engine.register(wf.Workflow("w").start_with("die", max_attempts=3, retry_delay="0s"))
+    calls = tmp_path / "calls"
+
+    run = engine.start("w", {"calls": str(calls)})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert calls.read_text().split() == ["1", "2"]  # attempt 1 once (killed), then attempt 2
+    assert [e.attempt for e in events(run, "step.crashed")] == [1]
+    assert run.outputs["die"]["attempt"] == 2

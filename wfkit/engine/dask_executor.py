@@ -18,8 +18,12 @@ A worker lost during an attempt is a crash of that attempt: the future fails wit
 ``KilledWorker`` (or is cancelled, or its worker is gone) and the attempt is recorded
 ``step.crashed`` and re-run under the step's retry policy, as a crash of the engine process is.
 Dask itself re-runs a task whose worker died up to ``distributed.scheduler.allowed-failures``
-times before it raises ``KilledWorker``: set it to 0 on the scheduler (:func:`local_cluster`
-does) so that a lost worker is counted at once, rather than re-run silently by Dask.
+times before it raises ``KilledWorker``. So that such a re-run never runs the attempt a second
+time unrecorded, on any cluster, each task first notes its start in a Dask ``Event`` named after
+the attempt (``rerun_check``, on by default: two scheduler round trips, ~2 ms): a task that finds
+its event already set was started before on a worker that died, and reports that crash instead
+of running the activity. :func:`local_cluster` also sets ``allowed-failures`` to 0, so a lost
+worker is counted at once.
 """
 
 from __future__ import annotations
@@ -90,12 +94,24 @@ def _result(
     )
 
 
-def _on_worker(shipped: bytes, head: Job) -> tuple[AttemptResult, str, int]:
-    """Run on a Dask worker: unpickle the job, run the attempt; (result, worker address, pid)."""
+def _on_worker(shipped: bytes, head: Job, marker: str = "") -> tuple[AttemptResult, str, int]:
+    """Run on a Dask worker: unpickle the job, run the attempt; (result, worker address, pid).
+
+    With a ``marker``, an attempt started before (its worker died and Dask rescheduled the task)
+    reports that crash instead of running again."""
     try:
         where = _distributed().get_worker().address
     except (ImportError, ValueError):
         where = "?"
+    if marker:
+        started = _distributed().Event(marker)
+        if started.is_set():
+            return (
+                _result(head, _lost(head, "its Dask worker died mid-attempt"), crashed=True),
+                where,
+                os.getpid(),
+            )
+        started.set()
     try:
         job: Job = pickle.loads(shipped)
     except (ImportError, AttributeError) as exc:
@@ -130,7 +146,13 @@ class DaskExecutor:
     (``(run_id, token_id, attempt) -> (worker address, pid)``, the latest 10,000).
     """
 
-    def __init__(self, client_or_address: Any, queues: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        client_or_address: Any,
+        queues: Iterable[str] | None = None,
+        *,
+        rerun_check: bool = True,
+    ) -> None:
         distributed = _distributed()
         self._owns_client = not isinstance(client_or_address, distributed.Client)
         if self._owns_client:  # a cluster or an address: this executor's own client
@@ -146,6 +168,8 @@ class DaskExecutor:
         self._pending: dict[Any, tuple[Job, Callable[[AttemptResult], None], float]] = {}
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition(self._lock)
+        self.rerun_check = rerun_check
+        self._stale: list[str] = []  # start markers of attempts that answered, to delete
 
     def close(self) -> None:
         """Close the client this executor made (one it was given is left to its owner)."""
@@ -185,7 +209,10 @@ class DaskExecutor:
             done(_result(job, f"activity {job.activity!r} cannot be sent to Dask: {exc}"))
             return
         key = f"wfkit-{job.activity}-{job.run_id}-{job.token_id}-{job.attempt}"
-        future = self.client.submit(_on_worker, shipped, head, key=key, pure=False, retries=0)
+        marker = key if self.rerun_check else ""
+        future = self.client.submit(
+            _on_worker, shipped, head, marker, key=key, pure=False, retries=0
+        )
         with self._lock:
             self._pending[future] = (job, done, time.monotonic())
             if self._thread is None or not self._thread.is_alive():
@@ -219,6 +246,12 @@ class DaskExecutor:
         while True:
             with self._lock:
                 pending = list(self._pending.items())
+                stale, self._stale = self._stale, []
+            for marker in stale:  # a cleared Dask event is deleted from the scheduler
+                try:
+                    _distributed().Event(marker, client=self.client).clear()
+                except Exception:  # the cluster went away: nothing left to delete
+                    pass
             for future, (job, _done, _since) in pending:
                 if job.cancel.is_set() and not future.done():
                     future.cancel()
@@ -244,6 +277,8 @@ class DaskExecutor:
         finally:
             with self._idle:
                 self._pending.pop(future, None)
+                if self.rerun_check:
+                    self._stale.append(future.key)
                 self._idle.notify_all()
 
     def _outcome(self, future: Any, job: Job) -> AttemptResult:
