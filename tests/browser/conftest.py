@@ -321,6 +321,10 @@ class VoilaServer:
                     "--Voila.port_retries=0",
                     "--Voila.ip=127.0.0.1",
                     "--VoilaConfiguration.show_tracebacks=True",
+                    # Notebook 7's own JupyterLab extension (installed for the Notebook 7 tests)
+                    # does not load in a Voila page: "The getter for the shared module is not a
+                    # function" (#RUNTIME-012); Voila needs only the widget managers
+                    "--VoilaConfiguration.extension_denylist=['@jupyter-notebook/lab-extension']",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
