@@ -37,6 +37,8 @@ from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
     ArchiveReport,
+    Artifact,
+    ArtifactRef,
     AttemptInfo,
     CancelResult,
     DefinitionInfo,
@@ -55,6 +57,7 @@ from wfkit.engine import (
 )
 from wfkit.errors import (
     AdmissionError,
+    ArtifactError,
     DefinitionError,
     ExpressionError,
     SignalError,
@@ -84,6 +87,9 @@ __all__ = [
     "ActivityRegistry",
     "AdmissionError",
     "ArchiveReport",
+    "Artifact",
+    "ArtifactError",
+    "ArtifactRef",
     "AtLeast",
     "AttemptInfo",
     "CancelResult",
