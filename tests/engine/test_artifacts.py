@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import pickle
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,30 @@ def test_a_job_with_its_artifact_root_pickles(open_engine: OpenEngine, acts: Act
     back = pickle.loads(pickle.dumps(shipped))
     assert back.artifacts == root and back.run_id == run.id
     engine.run_until_idle()
+
+
+def test_without_fsspec_an_artifact_fails_the_attempt_naming_the_extra(
+    open_engine: OpenEngine, acts: Activities, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # what an install without the extra has
+    acts.add("make", lambda ctx: wf.Artifact(b"data"))
+    engine = open_engine(artifacts=tmp_path / "store")
+    run = run_to_idle(engine, wf.Workflow("nofs").start_with("make", policy={"max_attempts": 1}))
+    assert run.status is wf.RunStatus.FAILED
+    assert "wfkit[artifacts]" in _error(run)
+    assert not (tmp_path / "store").exists()
+
+
+def test_the_periodic_retention_deletes_artifacts_too(
+    open_engine: OpenEngine, acts: Activities, tmp_path: Path, clock: wf.ManualClock
+) -> None:
+    acts.add("make", lambda ctx: wf.Artifact(b"old"))
+    engine = open_engine(artifacts=tmp_path / "store")
+    run = run_to_idle(engine, wf.Workflow("r").start_with("make"))
+    stored = _local(run.outputs["make"][ARTIFACT_KEY])
+    assert stored.is_file()
+    engine.close()
+    clock.advance("3d")
+    reopened = open_engine(artifacts=tmp_path / "store", retention="1d")
+    assert reopened.runs() == [] or all(r.id != run.id for r in reopened.runs())
+    assert not stored.exists()
