@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
 from wfkit.definition.typed_outputs import OutputType, fit_output
 from wfkit.definition.values import json_problem, printable
-from wfkit.engine.artifacts import AttemptArtifacts, load_artifact
+from wfkit.engine.artifacts import AttemptArtifacts, contains_artifact, load_artifact
 from wfkit.engine.logs import AttemptLines, AttemptLogger
 from wfkit.errors import ArtifactError
 
@@ -286,10 +286,11 @@ def _attempt(
         problem = None
         if job.output_type is not None:
             output, problem = fit_output(output, job.output_type, job.activity)
-        after = data if isinstance(data, BaseModel) else files.replace(data, "ctx.data")
-        if isinstance(after, BaseModel):
-            after = after.model_dump(mode="json")
+        after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         patch = _patch(base, after)
+        if patch is None or (patch and contains_artifact([op.get("value") for op in patch])):
+            after = files.replace(after, "ctx.data")  # only a changed document may hold one
+            patch = _patch(base, after)
         if problem is None:
             problem = _output_problem(job, output)
             result.unusable = problem is not None
