@@ -7,9 +7,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing
+import os
 import pickle
 import sys
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import polars as pl
 import pytest
 
 import wfkit as wf
+from tests.engine import artifact_child
 from tests.engine.conftest import Activities, OpenEngine
 from tests.engine.helpers import rows, run_to_idle
 from wfkit.engine.artifacts import ARTIFACT_KEY, ArtifactStore, default_root
@@ -356,3 +360,33 @@ def test_the_periodic_retention_deletes_artifacts_too(
     reopened = open_engine(artifacts=tmp_path / "store", retention="1d")
     assert reopened.runs() == [] or all(r.id != run.id for r in reopened.runs())
     assert not stored.exists()
+
+
+@pytest.mark.slow
+def test_an_attempt_on_another_process_stores_and_loads_through_the_root(
+    open_engine: OpenEngine, acts: Activities, tmp_path: Path
+) -> None:
+    root = tmp_path / "shared"
+    engine = open_engine(artifacts=root)
+    acts.add("make", lambda ctx: None)
+    flow = wf.Workflow("far").start_with("make")
+    engine.register(flow)
+    run = engine.start("far", {})
+    state = engine._state(run.id)
+    job = engine._scheduler.make_job(state, next(iter(state.tokens)))
+    assert job is not None
+    shipped = pickle.dumps(dataclasses.replace(job, function=None, heartbeat=None, cancel=None))  # type: ignore[arg-type]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ok, output, error = pool.submit(artifact_child.attempt, shipped, "make").result(120)
+        assert ok, error
+        assert output["pid"] != os.getpid()
+        grid = engine.load_artifact(output["grid"])  # stored there, read here
+        assert grid.shape == (100, 1000) and int(grid.sum()) == 4999950000
+        later = dataclasses.replace(job, outputs_json=json.dumps({"make": output}))
+        shipped = pickle.dumps(
+            dataclasses.replace(later, function=None, heartbeat=None, cancel=None)
+        )  # type: ignore[arg-type]
+        ok, checked, error = pool.submit(artifact_child.attempt, shipped, "check").result(120)
+    assert ok, error
+    assert checked["total"] == 4999950000
+    engine.run_until_idle()
