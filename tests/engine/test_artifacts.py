@@ -25,7 +25,7 @@ import wfkit as wf
 from tests.engine import artifact_child
 from tests.engine.conftest import Activities, OpenEngine
 from tests.engine.helpers import rows, run_to_idle
-from wfkit.engine.artifacts import ARTIFACT_KEY, ArtifactStore, default_root
+from wfkit.engine.artifacts import ARTIFACT_KEY, ArtifactStore, default_root, load_artifact
 
 
 def _local(uri: str) -> Path:
@@ -390,3 +390,12 @@ def test_an_attempt_on_another_process_stores_and_loads_through_the_root(
     assert ok, error
     assert checked["total"] == 4999950000
     engine.run_until_idle()
+
+
+def test_a_truncated_leftover_file_is_written_again(tmp_path: Path) -> None:
+    store = ArtifactStore((tmp_path / "store").as_uri())
+    ref = store.save(wf.Artifact(b"whole content"), "run", "node", "1")
+    path = _local(ref[ARTIFACT_KEY])
+    path.write_bytes(b"whole")  # what a process killed while writing leaves
+    assert store.save(wf.Artifact(b"whole content"), "run", "node", "1") == ref
+    assert load_artifact(ref) == b"whole content"

@@ -327,7 +327,9 @@ class ArtifactStore:
         uri = f"{self.folder(run_id, node_id)}/{leaf}"
         try:
             fs, path = _fs(uri)
-            if not fs.exists(path):  # content-addressed: an existing file holds the same bytes
+            # content-addressed: an existing file of the right size holds the same bytes (a
+            # shorter one is what a process that died while writing left: written again)
+            if not fs.exists(path) or fs.size(path) != size:
                 fs.makedirs(fs._parent(path), exist_ok=True)
                 if encoded.data is not None:
                     fs.pipe_file(path, encoded.data)
