@@ -55,6 +55,7 @@ from wfkit.engine import (
     Transaction,
     WaitInfo,
 )
+from wfkit.engine.dask_executor import DaskExecutor
 from wfkit.errors import (
     AdmissionError,
     ArtifactError,
@@ -94,6 +95,7 @@ __all__ = [
     "AttemptInfo",
     "CancelResult",
     "Cancelled",
+    "DaskExecutor",
     "DefinitionError",
     "DefinitionInfo",
     "Duration",

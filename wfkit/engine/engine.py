@@ -164,6 +164,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         retention: str | timedelta | Retention | None = None,
         workers: int | None = None,
         artifacts: str | Path | None = None,
+        executor: Any = None,
     ) -> None:
         check_workers(workers)
         if durability not in DURABILITY:
@@ -192,6 +193,9 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._scheduler.artifacts = self.artifacts
+        if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
+            executor.registry = self.registry
+            self._scheduler.executor = executor
         self._writer.binder = self.registry.get
         self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}
