@@ -372,6 +372,24 @@ def test_runs_purge_deletes_ended_runs_older_than_the_duration(tmp_path: Path) -
     assert f"1 of 1 runs in {db}" in listed.stdout and runs["waiting"] in listed.stdout
 
 
+def test_runs_purge_deletes_the_artifacts_of_purged_runs(tmp_path: Path) -> None:
+    import wfkit as wf
+
+    db, root = tmp_path / "runs.duckdb", tmp_path / "artifacts"
+    registry = wf.ActivityRegistry()
+    registry.register("clitest.blob", lambda ctx: wf.Artifact(b"blob" * 100))
+    clock = wf.ManualClock(datetime(2020, 1, 1))
+    with wf.Engine(db, clock=clock, registry=registry, artifacts=root) as engine:
+        engine.register(wf.Workflow("blob").start_with("clitest.blob"))
+        run = engine.start("blob", {})
+        engine.run_until_idle()
+    assert (root / run.id).is_dir()
+    args = ("runs", "purge", "--older-than", "30d", "--db", str(db))
+    purged = invoke(*args, "--artifacts", str(root))
+    assert purged.exit_code == 0, purged.output
+    assert not (root / run.id).exists()
+
+
 def test_runs_purge_refuses_bad_input_and_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     old_runs(db)

@@ -37,6 +37,8 @@ from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate, validate_
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import (
     ArchiveReport,
+    Artifact,
+    ArtifactRef,
     AttemptInfo,
     CancelResult,
     DefinitionInfo,
@@ -56,6 +58,7 @@ from wfkit.engine import (
 from wfkit.engine.dask_executor import DaskExecutor
 from wfkit.errors import (
     AdmissionError,
+    ArtifactError,
     DefinitionError,
     ExpressionError,
     SignalError,
@@ -85,6 +88,9 @@ __all__ = [
     "ActivityRegistry",
     "AdmissionError",
     "ArchiveReport",
+    "Artifact",
+    "ArtifactError",
+    "ArtifactRef",
     "AtLeast",
     "AttemptInfo",
     "CancelResult",

@@ -642,9 +642,17 @@ def runs_purge_command(
     older_than: OlderThan,
     status: EndedStatus = None,
     db: StoreOption = "runs.duckdb",
+    artifacts: Annotated[
+        str | None,
+        typer.Option(
+            help="The engine's artifact root, whose artifacts of purged runs are deleted too "
+            "[default: the engine's default, e.g. runs.duckdb.artifacts/]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Delete the ended runs older than --older-than, with every row that belongs to them."""
-    with _retention_engine(db) as engine:
+    """Delete the ended runs older than --older-than, with every row and artifact of theirs."""
+    with _retention_engine(db, artifacts) as engine:
         purged = engine.purge(older_than=older_than, status=status)
     which = f"{'/'.join(s.lower() for s in status)} " if status else ""
     typer.echo(
@@ -679,7 +687,7 @@ def runs_archive_command(
 
 
 @contextlib.contextmanager
-def _retention_engine(db: str) -> Iterator[Engine]:
+def _retention_engine(db: str, artifacts: str | None = None) -> Iterator[Engine]:
     """The engine on ``db``; a DuckDB file held by ``wfkit serve`` is refused: stop it first."""
     from wfkit.errors import UsageError
 
@@ -700,7 +708,7 @@ def _retention_engine(db: str) -> Iterator[Engine]:
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # no run's data model is needed to purge it
     try:
-        with Engine(db) as engine:
+        with Engine(db, artifacts=artifacts) as engine:
             yield engine
     finally:
         quiet.setLevel(level)

@@ -7,6 +7,7 @@ Every message says what happened and what to do next::
     │   └── ExpressionError    an expression that is unsafe, malformed or reads unknown names
     ├── AdmissionError         a run refused at start (carries every reason; nothing written)
     ├── StoreError             the store failed (the driver's exception is the __cause__)
+    ├── ArtifactError          an artifact that cannot be stored, or is missing or corrupted
     ├── WorkflowFailed         a run ended in failure (carries the recorded error)
     │   └── VisitLimitExceeded a loop went round more often than max_visits allows
     ├── SignalError            a signal or approval that cannot be delivered
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdmissionError",
+    "ArtifactError",
     "DefinitionError",
     "ExpressionError",
     "SignalError",
@@ -86,6 +88,11 @@ class AdmissionError(WfkitError):
 
 class StoreError(WfkitError):
     """The store could not do what was asked; the driver's exception is the ``__cause__``."""
+
+
+class ArtifactError(WfkitError):
+    """An artifact could not be stored, or is missing or corrupted when loaded (the message
+    names its URI)."""
 
 
 class WorkflowFailed(WfkitError):

@@ -118,6 +118,8 @@ class ActivityContext(Generic[D]):
     input_json: str | None = field(default=None, repr=False)
     data_model: type[BaseModel] | None = field(default=None, repr=False)
     loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    # reads an artifact reference back (``load``); set by the engine
+    loader: Callable[[Any], Any] | None = field(default=None, repr=False)
 
     @cached_property
     def input(self) -> D:
@@ -174,6 +176,25 @@ class ActivityContext(Generic[D]):
             scopes=self.loop_scopes,
             cell=cell,
         )
+
+    def load(self, ref: Any) -> Any:
+        """The value of an artifact reference (what a step that returned ``wf.Artifact(...)``
+        recorded in its output or in ``data``): a DataFrame, a numpy array, bytes, str, or a
+        local ``pathlib.Path`` for a file. Its size and SHA-256 are checked first.
+
+        Raises
+        ------
+        ArtifactError
+            The artifact is missing or does not match its reference (the message names its URI).
+        UsageError
+            ``ref`` is not an artifact reference.
+        """
+        if self.loader is None:
+            raise UsageError(
+                f"this context of {self.node_id!r} cannot load artifacts; contexts the engine "
+                "builds can (build yours with loader=engine.load_artifact to test an activity)"
+            )
+        return self.loader(ref)
 
     @property
     def cancelled(self) -> bool:

@@ -6,6 +6,7 @@ It imports the definition and store layers, never the API or widgets.
 from __future__ import annotations
 
 from wfkit.engine.admission import DefinitionInfo
+from wfkit.engine.artifacts import Artifact, ArtifactRef
 from wfkit.engine.attempts import AttemptInfo
 from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.clock import Clock, ManualClock, SystemClock
@@ -19,6 +20,8 @@ from wfkit.engine.transactions import Transaction
 
 __all__ = [
     "ArchiveReport",
+    "Artifact",
+    "ArtifactRef",
     "AttemptInfo",
     "CancelResult",
     "Clock",

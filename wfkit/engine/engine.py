@@ -22,6 +22,7 @@ from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine.admission import Admission, Gate, refusal
+from wfkit.engine.artifacts import default_root, load_artifact, root_url
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.growth import Growth
@@ -128,6 +129,12 @@ class Engine(Operations, Growth, Admission, Retaining):
         started behind the caller's back (not even in a notebook kernel), so the same code runs
         the same way in a script, a test and a notebook; the notebook widgets show a run that
         waits for a worker and offer to start them.
+    artifacts : str or Path, optional
+        Where ``wf.Artifact`` results are stored: any fsspec URL (``"file:///data/wf"``,
+        ``"s3://bucket/wf"``, ``"memory://wf"`` for one process) or a local folder. By default
+        a folder next to the DuckDB file (``runs.duckdb.artifacts/``), a fresh temporary folder
+        for ``":memory:"``, and ``~/.local/share/wfkit/artifacts/<host>-<port>-<database>/``
+        for PostgreSQL (engines or Dask workers on several hosts need a root they all reach).
 
     Examples
     --------
@@ -156,6 +163,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         durability: str = "step",
         retention: str | timedelta | Retention | None = None,
         workers: int | None = None,
+        artifacts: str | Path | None = None,
         executor: Any = None,
     ) -> None:
         check_workers(workers)
@@ -171,6 +179,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         self.clock: Clock = clock or SystemClock()
         self.registry = registry if registry is not None else default_registry
         self.max_payload = max_payload
+        self.artifacts = default_root(self.target) if artifacts is None else root_url(artifacts)
         _replace_older(self.target)
         self._store = open_store(self.target)
         owner: Ownership = (
@@ -183,6 +192,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._writer.durability = durability
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
+        self._scheduler.artifacts = self.artifacts
         if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
             executor.registry = self.registry
             self._scheduler.executor = executor
@@ -219,10 +229,17 @@ class Engine(Operations, Growth, Admission, Retaining):
         if workers is not None:
             self.start_workers(threads=workers)
 
+    def load_artifact(self, ref: Any) -> Any:
+        """The value an artifact reference stands for (what ``ctx.load(ref)`` returns in an
+        activity): a DataFrame, a numpy array, bytes, str, or a local ``pathlib.Path`` for a
+        file; its size and SHA-256 are checked first (``wf.ArtifactError`` when the artifact
+        is missing or corrupted)."""
+        return load_artifact(ref)
+
     def _retain(self, policy: Retention) -> None:
         """Apply ``policy`` once now, then from the writer's rounds."""
         try:
-            chore = RetentionChore(policy, self._writer, self.clock)
+            chore = RetentionChore(policy, self._writer, self.clock, self.artifacts)
         except BaseException:
             self.close()
             raise

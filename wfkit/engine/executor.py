@@ -20,7 +20,9 @@ from pydantic import BaseModel, ValidationError
 from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
 from wfkit.definition.typed_outputs import OutputType, fit_output
 from wfkit.definition.values import json_problem, printable
+from wfkit.engine.artifacts import AttemptArtifacts, contains_artifact, load_artifact
 from wfkit.engine.logs import AttemptLines, AttemptLogger
+from wfkit.errors import ArtifactError
 
 __all__ = ["AttemptResult", "AttemptThreads", "Job", "run_attempt"]
 
@@ -122,6 +124,7 @@ class Job:
     input_json: str | None = None  # the run's input (every attempt decodes its own copy)
     output_type: OutputType | None = None  # the model the activity declares it returns
     loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by node
+    artifacts: str | None = None  # the artifact root URL (wfkit.engine.artifacts)
 
     @property
     def loop_index(self) -> int | None:
@@ -246,6 +249,7 @@ def run_attempt(
         input_json=job.input_json,
         data_model=job.model,
         loop_scopes=scopes,
+        loader=load_artifact,
     )
     try:
         _attempt(job, ctx, data, base, threads, result)
@@ -264,16 +268,29 @@ def _attempt(
     result: AttemptResult,
 ) -> None:
     """Call the activity and fill ``result`` with what came of it."""
+    files = AttemptArtifacts(
+        job.artifacts,
+        job.run_id,
+        job.node_id,
+        job.attempt,
+        job.loop_path,
+        job.activity,
+        undo=bool(job.own_output),
+    )
     try:
         if job.timeout is not None and threads is not None:
             output = threads.call(job, ctx)
         else:
             output = _call(job, ctx)
+        output = files.replace(output, "return value")
         problem = None
         if job.output_type is not None:
             output, problem = fit_output(output, job.output_type, job.activity)
         after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
         patch = _patch(base, after)
+        if patch is None or (patch and contains_artifact([op.get("value") for op in patch])):
+            after = files.replace(after, "ctx.data")  # only a changed document may hold one
+            patch = _patch(base, after)
         if problem is None:
             problem = _output_problem(job, output)
             result.unusable = problem is not None
@@ -284,6 +301,8 @@ def _attempt(
             result.output = output
             result.patch = patch or []
             result.ok = True
+    except ArtifactError as exc:
+        result.error = str(exc)
     except Fallback as exc:
         result.fallback = True
         result.error = f"Fallback: {exc}"
@@ -296,6 +315,8 @@ def _attempt(
         result.error = traceback.format_exc()
     if result.error is not None:  # an exception's text may hold anything: keep it storable
         result.error = printable(result.error)
+    if not result.ok:
+        files.discard()  # nothing refers to the files of a failed attempt
 
 
 def _patch(base: Any, after: Any) -> list[dict[str, Any]] | None:
@@ -351,8 +372,9 @@ def _stored_problem(job: Job, data: Any, patch: list[dict[str, Any]] | None) -> 
         if size > job.max_data:
             return (
                 f"activity {job.activity!r} grew the data document to {size:,} bytes of JSON, "
-                f"over the {job.max_data:,}-byte limit; the change is not recorded — keep large "
-                "content elsewhere and store a reference in the document"
+                f"over the {job.max_data:,}-byte limit; the change is not recorded — return "
+                "large results as wf.Artifact(value) (stored as a file, referenced in the "
+                "document), or keep them elsewhere and store a reference"
             )
     return None
 

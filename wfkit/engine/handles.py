@@ -122,6 +122,11 @@ class Run:
         """Recorded outputs by node id (by item index inside a for_each)."""
         return dict(self._engine._state(self.id).outputs)
 
+    def load(self, ref: Any) -> Any:
+        """The value of an artifact reference found in this run's data or outputs (what
+        ``ctx.load`` returns in an activity); see ``Engine.load_artifact``."""
+        return self._engine.load_artifact(ref)
+
     def view(self) -> RunView:
         """Status, data, outputs and where each token stands, read together at one moment."""
         state = self._engine._state(self.id)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.durations import parse_duration
 from wfkit.engine.archive import ArchiveFiles, prepare_directory
+from wfkit.engine.artifacts import ArtifactStore
 from wfkit.engine.records import RunStatus
 from wfkit.errors import UsageError
 from wfkit.store.base import TERMINAL_STATUSES, InTransaction, Store
@@ -188,6 +189,7 @@ def run_purge(
     statuses: list[str],
     directory: Path | None,
     limit: int = EVERYTHING,
+    artifacts: str | None = None,
 ) -> tuple[list[str], ArchiveReport | None]:
     """One purge (or archive) under the writer lock, between its transactions; the memory of
     the purged runs goes with their rows."""
@@ -199,6 +201,8 @@ def run_purge(
         if files is not None:
             files.close()
     writer.forget(ids)
+    if artifacts is not None and directory is None:  # an archive keeps them: its refs point there
+        ArtifactStore(artifacts).delete_runs(ids)  # after the commit; failures are only logged
     report = None
     if files is not None and directory is not None:
         written = {table: n for table, n in rows.items() if n}
@@ -211,8 +215,11 @@ class RetentionChore:
     every ``policy.every`` (on the engine's clock), :data:`CHUNK` runs per transaction
     (:data:`ARCHIVE_CHUNK` when archiving)."""
 
-    def __init__(self, policy: Retention, writer: Writer, clock: Clock) -> None:
+    def __init__(
+        self, policy: Retention, writer: Writer, clock: Clock, artifacts: str | None = None
+    ) -> None:
         self.policy = policy
+        self.artifacts = artifacts
         self.writer = writer
         self.clock = clock
         self.next_at: datetime | None = clock.now()  # due at once: the pass at open
@@ -235,6 +242,7 @@ class RetentionChore:
                 list(TERMINAL_STATUSES),
                 self.directory,
                 chunk,
+                self.artifacts,
             )
         except Exception:  # housekeeping never stops the engine: it tries again next time
             log.exception(
@@ -270,6 +278,7 @@ class Retaining:
     _writer: Writer
     _scheduler: Scheduler
     clock: Clock
+    artifacts: str
 
     def purge(
         self,
@@ -307,7 +316,10 @@ class Retaining:
         age = _duration("older_than", older_than)
         statuses = ended_statuses(status)
         ids, _ = self._scheduler.submit(
-            lambda writer: run_purge(writer, self.clock, age, statuses, None), alone=True
+            lambda writer: run_purge(
+                writer, self.clock, age, statuses, None, artifacts=self.artifacts
+            ),
+            alone=True,
         )
         return len(ids)
 

@@ -129,6 +129,7 @@ class Scheduler:
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
         self.max_payload: int | None = None  # the data document's size limit, in bytes of JSON
+        self.artifacts: str | None = None  # the artifact root URL every job carries
         self.executor: Any = None  # a DaskExecutor: the attempts it takes run on its cluster
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -194,6 +195,7 @@ class Scheduler:
             input_json=run.input_json,
             output_type=self.registry.output_type(name),
             loop_scopes=run.flow.loops,
+            artifacts=self.artifacts,
         )
 
     def release(self, released: Released) -> None:

@@ -1,0 +1,53 @@
+"""Artifacts of attempts that run on a real Dask LocalCluster of two worker processes: stored
+on the worker, loaded on another worker by a later step and in the engine's process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wfkit as wf
+from tests.engine import artifact_child
+from tests.engine.conftest import Activities, OpenEngine
+from wfkit.engine.artifacts import ARTIFACT_KEY
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
+    )
+    cluster = wf.DaskExecutor.local_cluster(
+        n_workers=2, threads_per_worker=1, dashboard_address=":0"
+    )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def test_an_artifact_stored_on_a_worker_loads_on_a_worker_and_here(
+    open_engine: OpenEngine, acts: Activities, client: Any, tmp_path: Path
+) -> None:
+    acts.registry.register("make", artifact_child.make)
+    acts.registry.register("check", artifact_child.check)
+    engine = open_engine(executor=wf.DaskExecutor(client), artifacts=tmp_path / "shared")
+    engine.register(wf.Workflow("far").start_with("make").then("check"))
+    run = engine.start("far", {})
+    engine.run_until_idle()
+    assert run.status is wf.RunStatus.COMPLETED
+    made, checked = run.outputs["make"], run.outputs["check"]
+    assert made["pid"] != os.getpid() and checked["pid"] != os.getpid()
+    assert checked["total"] == 4999950000
+    assert made["grid"][ARTIFACT_KEY].startswith((tmp_path / "shared").as_uri())
+    assert int(run.load(made["grid"]).sum()) == 4999950000
+    assert engine.purge(older_than="0s") == 1
+    assert not (tmp_path / "shared" / run.id).exists()
