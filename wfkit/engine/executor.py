@@ -21,6 +21,7 @@ from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, 
 from wfkit.definition.typed_outputs import OutputType, fit_output
 from wfkit.definition.values import json_problem, printable
 from wfkit.engine.logs import AttemptLines, AttemptLogger
+from wfkit.engine.tracing import attached
 
 __all__ = ["AttemptResult", "AttemptThreads", "Job", "run_attempt"]
 
@@ -122,6 +123,7 @@ class Job:
     input_json: str | None = None  # the run's input (every attempt decodes its own copy)
     output_type: OutputType | None = None  # the model the activity declares it returns
     loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by node
+    trace_parent: str | None = None  # the run span's W3C traceparent (engine/tracing.py)
 
     @property
     def loop_index(self) -> int | None:
@@ -248,7 +250,11 @@ def run_attempt(
         loop_scopes=scopes,
     )
     try:
-        _attempt(job, ctx, data, base, threads, result)
+        if job.trace_parent:  # spans the activity makes belong to the run's trace
+            with attached(job.trace_parent):
+                _attempt(job, ctx, data, base, threads, result)
+        else:
+            _attempt(job, ctx, data, base, threads, result)
     finally:
         result.logs = logger.finish()
     result.ended_at = now()

@@ -189,6 +189,7 @@ class Scheduler:
             input_json=run.input_json,
             output_type=self.registry.output_type(name),
             loop_scopes=run.flow.loops,
+            trace_parent=self.writer.tracing.parent_of(run.run_id) if self.writer.tracing else None,
         )
 
     def release(self, released: Released) -> None:
