@@ -11,9 +11,10 @@ The design (docs/semantics.md §25):
   of the run is a child of that span, whichever engine process writes it, so a restart or
   another PostgreSQL worker continues the same trace.
 * Spans are emitted when the checkpoint that records their end is committed, with the start and
-  end times the run's history records (the engine's clock): an attempt from its start to the
-  checkpoint of its outcome, a wait (signal, approval, timer, call) from the checkpoint that
-  parked it to the one that resumed it. Nothing is emitted for changes that were not written.
+  end times the engine's clock recorded: an attempt from its start to the moment it returned
+  (else the checkpoint of its outcome), a wait (signal, approval, timer, call) from the
+  checkpoint that parked it to the one that resumed it. Nothing is emitted for changes that
+  were not written.
 * A span cannot be held across processes. The run span is ended when the run ends if the engine
   that admitted it ends it; an engine that closes while the run is still going ends it there
   (attribute ``wfkit.run.open`` true), and the engine that finally ends the run emits a second
@@ -147,6 +148,13 @@ class Tracing:
         self._live: dict[str, Any] = {}  # run spans this process started and has not ended
         self._new: dict[str, str] = {}  # traceparents to write with the runs' first checkpoint
         self._parked: dict[tuple[str, str], tuple[str, datetime]] = {}  # (run, token) -> wait
+        # when attempts returned, by (run, token, attempt): a span ends there rather than at
+        # the checkpoint that records it (the attempt may have waited for the writer)
+        self._ended: dict[tuple[str, str, int], datetime] = {}
+
+    def ended(self, run_id: str, token_id: str, attempt: int, at: datetime) -> None:
+        """An attempt's result reached the writer: remember when the attempt returned."""
+        self._ended[(run_id, token_id, attempt)] = at
 
     # --- admission ------------------------------------------------------------------------------
 
@@ -231,7 +239,10 @@ class Tracing:
         elif kind in _RESUMES and token is not None:
             self._wait(run, parent, token, node_id, at, kind)
         elif kind in _ATTEMPT_ENDS and node_id is not None and attempt is not None:
-            self._attempt(run, parent, kind, node_id, attempt, started_at or at, at, error, detail)
+            end = self._ended.pop((run_id, token, attempt), None) or at
+            self._attempt(
+                run, parent, kind, node_id, attempt, started_at or end, end, error, detail
+            )
         elif kind in _RUN_ENDS:
             self._run_end(run, parent, _RUN_ENDS[kind], at, error)
 

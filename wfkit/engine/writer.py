@@ -551,6 +551,8 @@ class Writer:
         token = run.tokens.get(result.token_id) if run else None
         if run is None or token is None or token["att"] != result.attempt:
             return
+        if self.tracing is not None:
+            self.tracing.ended(result.run_id, result.token_id, result.attempt, result.ended_at)
         if result.logs is not None and token["st"] in (TokenState.CANCELLING, TokenState.READY):
             logs.keep(self.checkpoint(run), result)
         if token["st"] == TokenState.CANCELLING:
