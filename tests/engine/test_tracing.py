@@ -235,6 +235,40 @@ def test_a_wait_is_a_span_from_park_to_resume(traced, acts, exporter, clock) -> 
     assert root.context is not None and parent_id(wait) == root.context.span_id
 
 
+def test_a_timer_is_a_wait_span(traced, acts, exporter, clock) -> None:
+    acts.noop("before", "after")
+    engine = traced()
+    engine.register(wf.Workflow("cool").start_with("before").delay("7d", id="cool-off"))
+    run = engine.start("cool", {})
+    engine.run_until_idle()
+    clock.advance("7d")
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    (wait,) = named(exporter, "wait timer cool-off")
+    assert wait.end_time is not None and wait.start_time is not None
+    assert wait.end_time - wait.start_time == 7 * 86400 * 10**9
+
+
+def test_a_called_runs_span_is_a_child_of_its_callers(traced, acts, exporter) -> None:
+    acts.noop("charge", "reserve", "ship")
+    engine = traced()
+    engine.register(wf.Workflow("payment", 1).start_with("charge"))
+    engine.register(wf.Workflow("shop", 1).start_with("reserve").call("payment").then("ship"))
+    run = engine.start("shop", {})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    shop, payment = run_span(exporter, "shop"), run_span(exporter, "payment")
+    assert shop.context is not None and payment.context is not None
+    assert parent_id(payment) == shop.context.span_id
+    assert trace_ids(exporter) == {shop.context.trace_id}
+    (charge,) = named(exporter, "charge")
+    assert parent_id(charge) == payment.context.span_id
+    (wait,) = [s for s in spans(exporter) if s.name.startswith("wait call")]
+    assert wait.attributes is not None and wait.attributes["wfkit.outcome"] == "call.completed"
+
+
 def pay_flow() -> wf.Workflow:
     return (
         wf.Workflow("pay")

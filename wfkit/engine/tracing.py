@@ -341,9 +341,10 @@ class Tracing:
     def _run_end(
         self, run: RunState, parent: Any, status: str, at: datetime, error: str | None
     ) -> None:
+        self._forget(run.run_id)
+        since = self._created.pop(run.run_id, at)
         span = self._live.pop(run.run_id, None)
         if span is None:  # started by another process, or ended once already (then retried)
-            since = self._created.get(run.run_id, at)
             span = self.tracer.start_span(
                 f"run {run.flow.id} (end)",
                 context=parent,
@@ -354,6 +355,15 @@ class Tracing:
         if status == "failed":
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, (error or "")[:500]))
         span.end(end_time=_ns(at))
+
+    def _forget(self, run_id: str) -> None:
+        """The run ended: drop what this process kept of it (a run tried again reads its trace
+        from the store again)."""
+        self._parents.pop(run_id, None)
+        for key in [k for k in self._parked if k[0] == run_id]:
+            del self._parked[key]
+        for ended in [k for k in self._ended if k[0] == run_id]:
+            del self._ended[ended]
 
     def close(self, now: datetime) -> None:
         """The engine closes: end the run spans it holds of runs still going."""
