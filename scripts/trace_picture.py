@@ -75,8 +75,10 @@ def waterfall(spans: Sequence[ReadableSpan], title: str = "") -> str:
         x = LABEL + ((span.start_time or start) - start) * scale
         w = max(((span.end_time or end) - (span.start_time or start)) * scale, 2)
         ms = ((span.end_time or end) - (span.start_time or start)) / 1e6
-        attempt = (span.attributes or {}).get("wfkit.attempt")
-        label = span.name + (f" #{attempt}" if attempt and attempt != 1 else "")
+        attributes = span.attributes or {}
+        attempt, cell = attributes.get("wfkit.attempt"), attributes.get("wfkit.loop_index")
+        label = span.name + (f" [{cell}]" if cell is not None else "")
+        label += f" #{attempt}" if attempt and attempt != 1 else ""
         out.append(
             f'<text x="{8 + 14 * depth}" y="{y + 14}">{escape(label)}</text>'
             f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{ROW - 8}" rx="2" '
