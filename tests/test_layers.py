@@ -143,7 +143,7 @@ def test_engine_modules_import_at_the_top_not_inside_functions() -> None:
                     f"{path.relative_to(PACKAGE.parent)}:{n.lineno}"
                     for n in ast.walk(fn)
                     if isinstance(n, ast.Import | ast.ImportFrom)
-                    and (n.module or "").startswith("wfkit")
+                    and (getattr(n, "module", None) or "").startswith("wfkit")
                 ]
     assert hidden == []
 

@@ -53,6 +53,7 @@ from wfkit.engine import (
     Transaction,
     WaitInfo,
 )
+from wfkit.engine.dask_executor import DaskExecutor
 from wfkit.errors import (
     AdmissionError,
     DefinitionError,
@@ -88,6 +89,7 @@ __all__ = [
     "AttemptInfo",
     "CancelResult",
     "Cancelled",
+    "DaskExecutor",
     "DefinitionError",
     "DefinitionInfo",
     "Duration",

@@ -276,6 +276,9 @@ def main() -> None:
 # the server (URL and token from `<db>.server.json`) when a running server holds it.
 
 Db = Annotated[Path, typer.Option(help="The DuckDB file (or the server that holds it)")]
+LogFormat = Annotated[
+    str, typer.Option(help="Log lines as 'text' or 'json' (one JSON object per line, on stderr)")
+]
 Actor = Annotated[
     str | None, typer.Option(help="Who does it, recorded in the history [default: your login]")
 ]
@@ -330,6 +333,10 @@ def serve(
             "internet); the OpenAPI document is always at /api/v1/openapi.json"
         ),
     ] = False,
+    metrics_public: Annotated[
+        bool, typer.Option(help="Serve GET /metrics (Prometheus) without the token")
+    ] = False,
+    log_format: LogFormat = "text",
 ) -> None:
     """Serve the HTTP API (/api/v1) over a DuckDB file until Ctrl-C.
 
@@ -350,6 +357,8 @@ def serve(
         max_body=max_body,
         access_log=access_log,
         docs=docs,
+        metrics_public=metrics_public,
+        log_format=log_format,
     )
 
 
@@ -534,6 +543,14 @@ def worker_command(
         list[str] | None,
         typer.Option(help="Run only the steps of this activity queue (repeatable) [default: all]"),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="Serve Prometheus metrics on this port (0: any free)"),
+    ] = None,
+    metrics_addr: Annotated[
+        str, typer.Option(help="The address the metrics port listens on")
+    ] = "127.0.0.1",
+    log_format: LogFormat = "text",
 ) -> None:
     """Advance the runs of a PostgreSQL database until SIGTERM or Ctrl-C; run several anywhere.
 
@@ -543,7 +560,17 @@ def worker_command(
     """
     from wfkit.worker import run_worker
 
-    run_worker(db, module, threads, lease, queues=queue, echo=lambda line: typer.echo(line))
+    run_worker(
+        db,
+        module,
+        threads,
+        lease,
+        queues=queue,
+        echo=lambda line: typer.echo(line),
+        metrics_port=metrics_port,
+        metrics_addr=metrics_addr,
+        log_format=log_format,
+    )
 
 
 # --- store: whole stores, e.g. a DuckDB file moved into PostgreSQL ------------------------------

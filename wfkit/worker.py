@@ -13,19 +13,23 @@ or drive it from a notebook.
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from wfkit.definition.durations import parse_duration
 from wfkit.engine import Engine
+from wfkit.engine.logformat import configure_logging
+from wfkit.engine.metrics import enable_metrics
 from wfkit.engine.queues import served_queues
 from wfkit.errors import UsageError
 
-__all__ = ["is_shared_url", "run_worker", "safe_url"]
+__all__ = ["MetricsServer", "is_shared_url", "run_worker", "safe_url", "serve_metrics"]
 
 _SCHEMES = ("postgresql://", "postgres://")
 
@@ -51,6 +55,9 @@ def run_worker(
     queues: Sequence[str] | None = None,
     stop: threading.Event | None = None,
     echo: Callable[[str], None] | None = None,
+    metrics_port: int | None = None,
+    metrics_addr: str = "127.0.0.1",
+    log_format: str = "text",
 ) -> str:
     """Advance the runs of the PostgreSQL database ``db`` until SIGTERM/SIGINT (or ``stop``).
 
@@ -73,7 +80,16 @@ def run_worker(
         Set it to stop the worker (as a signal would); signals are handled only when the worker
         runs on the main thread.
     echo : callable, optional
-        Where the start and stop lines go (stdout, flushed, by default).
+        Where the start and stop lines go (stdout, flushed, by default; with
+        ``log_format="json"``, log records of the ``wfkit.worker`` logger).
+    metrics_port : int, optional
+        Serve the engine's Prometheus metrics over HTTP on this port (0: a free one, named in
+        the start line); needs ``prometheus_client`` (``wfkit[metrics]``).
+    metrics_addr : str
+        The address the metrics port listens on (loopback by default).
+    log_format : str
+        ``text`` or ``json`` (one JSON object per line on stderr, see
+        :mod:`wfkit.engine.logformat`).
 
     Returns
     -------
@@ -108,26 +124,36 @@ def run_worker(
         tune_gc,
     )
 
+    configure_logging(log_format)
+    if log_format == "json":
+        echo = _log_line
     echo = echo or _print
     loaded = load_modules(modules)
     stop = stop if stop is not None else threading.Event()
     with _stop_on_signals(stop) as received:
         engine = Engine(db, lease=lease_for)
+        exposer: MetricsServer | None = None
         try:
             for flow in _workflows(loaded):
                 engine.register(flow)
             owner = _owner(engine)
             flows = ", ".join(f"{w} v{max(v)}" for w, v in engine.workflows().items()) or "none"
+            scrape = ""
+            if metrics_port is not None:
+                exposer = serve_metrics(engine, metrics_port, metrics_addr)
+                scrape = f"; metrics at {exposer.url}"
             engine.start_workers(threads, queues=served)
             tune_gc()
             serving = "every queue" if served is None else "queues " + ", ".join(sorted(served))
             echo(
                 f"wfkit worker {owner} started on {safe_url(db)}: {threads} threads "
-                f"({serving}), lease {lease}; workflows: {flows}"
+                f"({serving}), lease {lease}; workflows: {flows}{scrape}"
             )
             stop.wait()
             engine.stop()  # attempts in flight finish and are checkpointed; runs are released
         finally:
+            if exposer is not None:
+                exposer.close()
             engine.close()
     why = f"on {received[0]}" if received else "as asked"
     echo(f"wfkit worker {owner} stopped {why}; its runs are released")
@@ -136,6 +162,45 @@ def run_worker(
 
 def _print(line: str) -> None:
     print(line, flush=True)
+
+
+def _log_line(line: str) -> None:
+    logging.getLogger("wfkit.worker").info(line)
+
+
+class MetricsServer:
+    """prometheus_client's HTTP server of one engine's metrics, on a daemon thread."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        host, port = server.server_address[:2]
+        self.url = f"http://{host}:{port}/metrics"
+
+    def close(self) -> None:
+        """Stop listening."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def serve_metrics(engine: Engine, port: int, addr: str = "127.0.0.1") -> MetricsServer:
+    """Serve ``engine``'s metrics at ``http://addr:port/metrics`` (port 0: a free one).
+
+    Raises
+    ------
+    UsageError
+        When the port cannot be bound, or prometheus_client is not installed.
+    """
+    metrics = enable_metrics(engine)
+    from prometheus_client import start_http_server
+
+    try:
+        server, _ = start_http_server(port, addr, registry=metrics.registry)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve metrics on {addr}:{port} ({exc.strerror or exc}); pick another "
+            "--metrics-port (0 takes a free one) or stop what listens there"
+        ) from exc
+    return MetricsServer(server)
 
 
 def _owner(engine: Engine) -> str:

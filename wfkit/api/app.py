@@ -8,10 +8,11 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 import wfkit
-from wfkit.api.auth import TokenMiddleware, check_token
+from wfkit.api.auth import PUBLIC_PATHS, TokenMiddleware, check_token
 from wfkit.api.errors import install_handlers
 from wfkit.api.headers import SecurityHeadersMiddleware
 from wfkit.api.limits import BodyLimitMiddleware, body_limit
+from wfkit.api.metrics import METRICS_PATH, install_metrics
 from wfkit.api.models import Problem
 from wfkit.api.routes import public, secured
 from wfkit.engine import Engine
@@ -31,7 +32,12 @@ default), and the body around it 64 KiB more.
 
 
 def create_app(
-    engine: Engine, token: str, *, max_body: int | None = None, docs: bool = False
+    engine: Engine,
+    token: str,
+    *,
+    max_body: int | None = None,
+    docs: bool = False,
+    metrics_public: bool = False,
 ) -> FastAPI:
     """The HTTP API over ``engine``, guarded by the bearer ``token``.
 
@@ -48,6 +54,8 @@ def create_app(
         Serve Swagger UI at ``/api/v1/docs``. Off by default: the page loads its scripts from a
         CDN, so the browser needs internet. The OpenAPI document is always at
         ``/api/v1/openapi.json``.
+    metrics_public : bool
+        Serve ``GET /metrics`` (Prometheus) without the token; behind it by default.
 
     Returns
     -------
@@ -84,9 +92,11 @@ def create_app(
     install_handlers(app)
     app.include_router(public)
     app.include_router(secured)
+    install_metrics(app, engine)
     limit = body_limit(engine.max_payload) if max_body is None else max_body
     app.add_middleware(BodyLimitMiddleware, max_body=limit)
-    app.add_middleware(TokenMiddleware, token=token)  # runs before the body is read
+    open_paths = PUBLIC_PATHS | {METRICS_PATH} if metrics_public else PUBLIC_PATHS
+    app.add_middleware(TokenMiddleware, token=token, public=open_paths)  # before the body is read
     # outermost: refusals (401, 413) carry the headers too; the docs page loads a CDN's scripts
     pages = [url for url in (docs_url, redirect_url) if url]
     app.add_middleware(SecurityHeadersMiddleware, exempt=pages)

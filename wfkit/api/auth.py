@@ -112,12 +112,13 @@ def _challenge(authorization: bytes | str | None) -> tuple[str, dict[str, str]]:
 class TokenMiddleware:
     """ASGI middleware refusing requests without the token, before anything reads the body."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, public: frozenset[str] = PUBLIC_PATHS) -> None:
         self.app = app
         self.token = token
+        self.public = public  # paths served without the token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in self.public:
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization")

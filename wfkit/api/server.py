@@ -25,11 +25,13 @@ from types import FrameType, ModuleType
 from typing import Any
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 
 from wfkit.api.app import API_PREFIX, create_app
 from wfkit.api.auth import TOKEN_ENV, resolve_token
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Engine
+from wfkit.engine.logformat import configure_logging
 from wfkit.engine.queues import served_queues
 from wfkit.errors import UsageError
 
@@ -236,6 +238,8 @@ def serve(
     max_body: int | None = None,
     access_log: bool = True,
     docs: bool = False,
+    metrics_public: bool = False,
+    log_format: str = "text",
 ) -> None:
     """Serve the HTTP API over the DuckDB file ``db`` until SIGINT or SIGTERM.
 
@@ -259,6 +263,11 @@ def serve(
         accepts (256 KiB) plus 64 KiB for the JSON around it.
     docs : bool
         Serve Swagger UI at ``/api/v1/docs`` (it loads its scripts from a CDN).
+    metrics_public : bool
+        Serve ``GET /metrics`` without the token (behind it by default).
+    log_format : str
+        ``text`` (Python's and uvicorn's own formats) or ``json`` (one object per line, on
+        stderr; see :mod:`wfkit.engine.logformat`).
 
     Raises
     ------
@@ -270,6 +279,7 @@ def serve(
     """
     token, generated = resolve_token(token)
     served = served_queues(list(queues) if queues else None)
+    configure_logging(log_format)
     with _stop_on_signals():
         try:
             _serve(
@@ -284,6 +294,8 @@ def serve(
                 access_log,
                 docs,
                 served,
+                metrics_public,
+                log_format == "json",
             )
         except _Stop:
             pass
@@ -302,6 +314,8 @@ def _serve(
     access_log: bool,
     docs: bool,
     queues: frozenset[str] | None = None,
+    metrics_public: bool = False,
+    json_logs: bool = False,
 ) -> None:
     sidecar = sidecar_path(db)
     engine = Engine(db)
@@ -309,11 +323,16 @@ def _serve(
     try:
         for flow in _workflows(modules):
             engine.register(flow)
-        app = create_app(engine, token, max_body=max_body, docs=docs)
+        app = create_app(engine, token, max_body=max_body, docs=docs, metrics_public=metrics_public)
         sock = _bind(host, port)
         url = _url(host, sock)
         config = uvicorn.Config(
-            app, log_level="info", access_log=access_log, timeout_graceful_shutdown=10
+            app,
+            log_level="info",
+            access_log=access_log,
+            timeout_graceful_shutdown=10,
+            # JSON logs: uvicorn's records reach the root logger's JSON handler
+            log_config=None if json_logs else LOGGING_CONFIG,
         )
         info = {"url": url, "pid": os.getpid(), "token": token, "db": str(Path(db).resolve())}
         server = _Server(config, lambda: _announce(sidecar, info, engine, generated, docs))

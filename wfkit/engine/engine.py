@@ -130,7 +130,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         the same way in a script, a test and a notebook; the notebook widgets show a run that
         waits for a worker and offer to start them.
     tracer_provider : opentelemetry.trace.TracerProvider, optional
-        Where the runs' OpenTelemetry spans go (docs/semantics.md §25); OpenTelemetry's global
+        Where the runs' OpenTelemetry spans go (docs/semantics.md §26); OpenTelemetry's global
         provider by default, when ``opentelemetry-api`` is installed (``wfkit[otel]``).
 
     Examples
@@ -160,6 +160,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         durability: str = "step",
         retention: str | timedelta | Retention | None = None,
         workers: int | None = None,
+        executor: Any = None,
         tracer_provider: Any = None,
     ) -> None:
         check_workers(workers)
@@ -193,6 +194,9 @@ class Engine(Operations, Growth, Admission, Retaining):
             )
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
+        if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
+            executor.registry = self.registry
+            self._scheduler.executor = executor
         self._writer.binder = self.registry.get
         self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
         self._latest: dict[str, dict[int, CompiledFlow]] = {}

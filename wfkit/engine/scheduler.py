@@ -22,7 +22,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
@@ -33,6 +33,9 @@ from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
+
+if TYPE_CHECKING:
+    from wfkit.engine.metrics import EngineMetrics
 
 __all__ = ["Command", "Scheduler"]
 
@@ -126,6 +129,7 @@ class Scheduler:
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
         self.max_payload: int | None = None  # the data document's size limit, in bytes of JSON
+        self.executor: Any = None  # a DaskExecutor: the attempts it takes run on its cluster
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -148,6 +152,7 @@ class Scheduler:
         self.closed_reason: str | None = None  # set by engine.close(): what its callers are told
         self._last_callers = 0  # commands the writer thread's last round carried
         self.chore: Chore | None = None  # run after a round's commit when due
+        self.metrics: EngineMetrics | None = None  # counters, once metrics are enabled
         writer.wake_hook = self.wake
         clock.subscribe(self.wake)
 
@@ -229,6 +234,8 @@ class Scheduler:
                 self.wake()  # the next round gives the run back to engines that have it
             return
         self.inflight[(job.run_id, job.token_id)] = job
+        if self.metrics is not None:
+            self.metrics.on_start(job)
         if self._threads:
             self._jobs.put(job)
         else:
@@ -471,7 +478,9 @@ class Scheduler:
             handed = self._handed
         with writer.lock:
             for result in results:
-                self.inflight.pop((result.run_id, result.token_id), None)
+                job = self.inflight.pop((result.run_id, result.token_id), None)
+                if self.metrics is not None and job is not None:
+                    self.metrics.on_end(job, result)
                 self.heartbeats.pop((result.run_id, result.token_id), None)
                 writer.apply_result(result)
             for due, run_id, token_id, kind in self._due_timers():
@@ -479,6 +488,8 @@ class Scheduler:
             self._mark_suspects()
             commands = self._take_commands()
             self._last_callers = len(commands)
+            if self.metrics is not None:
+                self.metrics.on_round(len(results) + len(commands))
             try:
                 released = self._run_commands(commands)
             finally:
@@ -655,8 +666,7 @@ class Scheduler:
                     break
                 time.sleep(max(wait, 0))
                 continue
-            results = [run_attempt(job, self.clock.now, self.threads) for job in jobs]
-            self.process(results)
+            self.process(self._run_jobs(jobs))
         self.writer.flush_summaries()
         if self.blocked:
             names = sorted(
@@ -669,6 +679,21 @@ class Scheduler:
             log.warning(
                 "steps wait for activities not registered in this process: %s", ", ".join(names)
             )
+
+    def _run_jobs(self, jobs: list[Job]) -> list[AttemptResult]:
+        """Run ``jobs`` here, but those the executor takes, which run on its cluster meanwhile."""
+        if self.executor is None:
+            return [run_attempt(job, self.clock.now, self.threads) for job in jobs]
+        remote = [job for job in jobs if self.executor.takes(job)]
+        box: queue.SimpleQueue[AttemptResult] = queue.SimpleQueue()
+        for job in remote:
+            self.executor.submit(job, box.put)
+        results = [
+            run_attempt(job, self.clock.now, self.threads)
+            for job in jobs
+            if not self.executor.takes(job)
+        ]
+        return results + [box.get() for _ in remote]
 
     # --- threads --------------------------------------------------------------------------------
 
@@ -723,6 +748,8 @@ class Scheduler:
             self._jobs.put(_STOP)
         for t in workers:
             t.join(timeout)
+        if self.executor is not None:  # attempts out on the cluster end before the writer
+            self.executor.drain(timeout)
         self._results.put(_STOP)
         for t in self._threads:
             t.join(timeout)
@@ -763,6 +790,10 @@ class Scheduler:
             self.suspects.clear()
             self.writer.adopted, self.writer.adopted_suspects = [], []
 
+    def queue_depth(self) -> int:
+        """Attempts ready and not yet taken by a worker (inline or threaded)."""
+        return len(self.ready) + self._jobs.qsize()
+
     def attempts_running(self) -> set[tuple[str, str]]:
         """(run, token) of attempts started and not ended (after :meth:`stop`: those that did
         not end in time)."""
@@ -784,6 +815,9 @@ class Scheduler:
             job = self._jobs.get()
             if job is _STOP:
                 return
+            if self.executor is not None and self.executor.takes(job):
+                self.executor.submit(job, self._results.put)  # its result comes back there
+                continue
             try:
                 result = run_attempt(job, self.clock.now, self.threads)
             except BaseException:  # the worker survives anything an attempt throws

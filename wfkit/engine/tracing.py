@@ -3,7 +3,7 @@
 Only used when ``opentelemetry-api`` can be imported (the ``wfkit[otel]`` extra); otherwise
 :func:`open_tracing` returns None, the writer holds no tracing and nothing here is imported.
 
-The design (docs/semantics.md §25):
+The design (docs/semantics.md §26):
 
 * A run's trace is chosen when it is admitted: its *run span* starts then (its parent is the
   caller's current span, or the calling run's span for a child run) and its W3C ``traceparent``

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import drains, logs, run_retries, sagas
@@ -43,6 +43,9 @@ from wfkit.store.base import (
     Store,
     ValueRefused,
 )
+
+if TYPE_CHECKING:
+    from wfkit.engine.metrics import EngineMetrics
 
 __all__ = ["Released", "Writer", "crash_error"]
 
@@ -118,6 +121,7 @@ class Writer:
         self._staged_at = 0.0
         self.force = False  # the next commit must be durable (start markers of suspect steps)
         self.wake_hook: Callable[[], None] | None = None  # the scheduler's wake (new timers)
+        self.metrics: EngineMetrics | None = None  # commit latencies, once metrics are enabled
         # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
         self.drain_timeout = timedelta(seconds=60)
         # ready steps of runs taken for a timer or a command, for the scheduler's next round
@@ -761,7 +765,10 @@ class Writer:
         statements, added_timers = merge(list(parts.values()), head, stale)
         if self.tracing is not None:
             statements += self.tracing.statements(parts.values())
+        began = time.perf_counter()
         self.store.write(statements)
+        if self.metrics is not None:
+            self.metrics.on_commit(time.perf_counter() - began)
         if self.tracing is not None:
             self.tracing.committed(parts.values(), {r: cp.run for r, cp in batch.items()})
         return added_timers

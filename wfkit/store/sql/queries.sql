@@ -536,3 +536,9 @@ DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
 
 -- name: retention_take_wf_logs
 DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: metrics_runs
+SELECT workflow_id, status, count(*) FROM wf_instances GROUP BY workflow_id, status;
+
+-- name: metrics_waits
+SELECT kind, count(*), min(since) FROM wf_bookmarks GROUP BY kind;
