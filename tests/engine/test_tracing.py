@@ -4,6 +4,7 @@ exporter)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import wfkit as wf
+from tests.engine import tracing_activities as ta
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}
 
@@ -376,3 +378,35 @@ def test_the_global_tracer_provider_is_used_by_default(db_path, acts, clock) -> 
         assert run.status == wf.RunStatus.COMPLETED
         rows = engine.sql(f"SELECT trace_context FROM wf_instances WHERE run_id = '{run.id}'")
         assert rows.fetchall() == [(None,)]
+
+
+@pytest.mark.slow
+def test_an_attempt_on_a_dask_worker_process_runs_in_the_runs_trace(
+    traced, acts, exporter, tmp_path
+) -> None:
+    distributed = pytest.importorskip("distributed")
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
+    )
+    cluster = wf.DaskExecutor.local_cluster(
+        n_workers=1, threads_per_worker=1, dashboard_address=":0"
+    )
+    try:
+        with distributed.Client(cluster) as client:
+            acts.registry.register("seen", ta.seen_trace)
+            engine = traced(executor=wf.DaskExecutor(client))
+            engine.register(wf.Workflow("remote").start_with("seen"))
+            run = engine.start("remote", {})
+            engine.run_until_idle()
+            assert run.status == wf.RunStatus.COMPLETED
+            output = run.outputs["seen"]
+    finally:
+        cluster.close()
+    root_span = run_span(exporter, "remote")
+    assert root_span.context is not None
+    assert output["pid"] != os.getpid()
+    assert output["trace_id"] == f"{root_span.context.trace_id:032x}"
+    assert output["span_id"] == f"{root_span.context.span_id:016x}"
+    (attempt,) = named(exporter, "seen")
+    assert parent_id(attempt) == root_span.context.span_id
