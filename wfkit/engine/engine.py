@@ -37,6 +37,7 @@ from wfkit.engine.retention import Retaining, Retention, RetentionChore
 from wfkit.engine.scheduler import Scheduler
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
+from wfkit.engine.tracing import open_tracing
 from wfkit.engine.transactions import Transaction, start_on_connection
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, UsageError
@@ -135,6 +136,9 @@ class Engine(Operations, Growth, Admission, Retaining):
         a folder next to the DuckDB file (``runs.duckdb.artifacts/``), a fresh temporary folder
         for ``":memory:"``, and ``~/.local/share/wfkit/artifacts/<host>-<port>-<database>/``
         for PostgreSQL (engines or Dask workers on several hosts need a root they all reach).
+    tracer_provider : opentelemetry.trace.TracerProvider, optional
+        Where the runs' OpenTelemetry spans go (docs/semantics.md §27); OpenTelemetry's global
+        provider by default, when ``opentelemetry-api`` is installed (``wfkit[otel]``).
 
     Examples
     --------
@@ -165,6 +169,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         workers: int | None = None,
         artifacts: str | Path | None = None,
         executor: Any = None,
+        tracer_provider: Any = None,
     ) -> None:
         check_workers(workers)
         if durability not in DURABILITY:
@@ -190,6 +195,12 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._writer = Writer(self._store, self.clock.now, owner)
         self._writer.drain_timeout = parse_duration(drain_timeout)
         self._writer.durability = durability
+        self._writer.tracing = open_tracing(tracer_provider)
+        if self._writer.tracing is not None:
+            self._writer.tracing.store, self._writer.tracing.queue_of = (
+                self._store,
+                (self.registry.queue_of),
+            )
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._scheduler.artifacts = self.artifacts
@@ -259,6 +270,8 @@ class Engine(Operations, Growth, Admission, Retaining):
         if not self._writer.owner.shared:  # the next engine on the file takes the runs up
             self._writer.mark_closed(self._scheduler.attempts_running())
         self._scheduler.release_all()
+        if self._writer.tracing is not None:
+            self._writer.tracing.close(self.clock.now())
         self._store.close()
         self._closed = True
         reason = getattr(self._store, "closed_reason", "engine.close() closed it")
@@ -520,13 +533,14 @@ class Engine(Operations, Growth, Admission, Retaining):
         refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
         docs = [self._admit(flow, d, actor) for d in documents]
         texts = [json.dumps(doc, separators=(",", ":")) for doc in docs]
+        caller = self._writer.tracing.current() if self._writer.tracing else None
 
         def admit(writer: Writer) -> list[str]:
             self._gate.check_active(flow)  # a deactivate committed since the check above wins
             ids: list[str] = []
             for doc, text in zip(docs, texts, strict=True):
                 run = RunState(uuid.uuid4().hex[:16], flow, doc)
-                writer.add_instance(run, text, actor)
+                writer.add_instance(run, text, actor, caller=caller)
                 cp = writer.checkpoint(run, actor)
                 cp.event("run.started", detail={"workflow": flow.id, "version": flow.version})
                 cp.spawn(flow.start, [])

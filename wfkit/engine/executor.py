@@ -22,6 +22,7 @@ from wfkit.definition.typed_outputs import OutputType, fit_output
 from wfkit.definition.values import json_problem, printable
 from wfkit.engine.artifacts import AttemptArtifacts, contains_artifact, load_artifact
 from wfkit.engine.logs import AttemptLines, AttemptLogger
+from wfkit.engine.tracing import attached
 from wfkit.errors import ArtifactError
 
 __all__ = ["AttemptResult", "AttemptThreads", "Job", "run_attempt"]
@@ -125,6 +126,7 @@ class Job:
     output_type: OutputType | None = None  # the model the activity declares it returns
     loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by node
     artifacts: str | None = None  # the artifact root URL (wfkit.engine.artifacts)
+    trace_parent: str | None = None  # the run span's W3C traceparent (engine/tracing.py)
 
     @property
     def loop_index(self) -> int | None:
@@ -252,7 +254,11 @@ def run_attempt(
         loader=load_artifact,
     )
     try:
-        _attempt(job, ctx, data, base, threads, result)
+        if job.trace_parent:  # spans the activity makes belong to the run's trace
+            with attached(job.trace_parent):
+                _attempt(job, ctx, data, base, threads, result)
+        else:
+            _attempt(job, ctx, data, base, threads, result)
     finally:
         result.logs = logger.finish()
     result.ended_at = now()

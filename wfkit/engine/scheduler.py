@@ -196,6 +196,7 @@ class Scheduler:
             output_type=self.registry.output_type(name),
             loop_scopes=run.flow.loops,
             artifacts=self.artifacts,
+            trace_parent=self.writer.tracing.parent_of(run.run_id) if self.writer.tracing else None,
         )
 
     def release(self, released: Released) -> None:

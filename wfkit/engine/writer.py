@@ -32,6 +32,7 @@ from wfkit.engine.records import RunStatus
 from wfkit.engine.rows import RunRows, merge
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
+from wfkit.engine.tracing import Tracing
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import (
@@ -131,6 +132,7 @@ class Writer:
         self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
         # the open waits of the signals in this round's commands: (name, key) -> row or None
         self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
+        self.tracing: Tracing | None = None  # OpenTelemetry spans of committed checkpoints
 
     def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
         """Read the open waits of many signals at once, with their runs' summary rows (two
@@ -533,11 +535,19 @@ class Writer:
         return None
 
     def add_instance(
-        self, run: RunState, input_json: str, actor: str | None, parent: str | None = None
+        self,
+        run: RunState,
+        input_json: str,
+        actor: str | None,
+        parent: str | None = None,
+        caller: Any = None,
     ) -> None:
-        """A new run: its summary row is written with its first checkpoint."""
+        """A new run: its summary row is written with its first checkpoint. ``caller`` is the
+        tracing context of whoever started it (see :mod:`wfkit.engine.tracing`)."""
         run.input_json = input_json
         self._new_runs[run.run_id] = (input_json, actor, self.now(), parent)
+        if self.tracing is not None:
+            self.tracing.admitted(run, self._new_runs[run.run_id][2], parent, caller)
 
     def apply_result(self, result: AttemptResult) -> None:
         """Fold an attempt's result into its run (stale results are dropped)."""
@@ -545,6 +555,8 @@ class Writer:
         token = run.tokens.get(result.token_id) if run else None
         if run is None or token is None or token["att"] != result.attempt:
             return
+        if self.tracing is not None:
+            self.tracing.ended(result.run_id, result.token_id, result.attempt, result.ended_at)
         if result.logs is not None and token["st"] in (TokenState.CANCELLING, TokenState.READY):
             logs.keep(self.checkpoint(run), result)
         if token["st"] == TokenState.CANCELLING:
@@ -751,10 +763,14 @@ class Writer:
     ) -> list[tuple[Any, ...]]:
         head = self._lease_guard(batch.values(), new_runs)
         statements, added_timers = merge(list(parts.values()), head, stale)
+        if self.tracing is not None:
+            statements += self.tracing.statements(parts.values())
         began = time.perf_counter()
         self.store.write(statements)
         if self.metrics is not None:
             self.metrics.on_commit(time.perf_counter() - began)
+        if self.tracing is not None:
+            self.tracing.committed(parts.values(), {r: cp.run for r, cp in batch.items()})
         return added_timers
 
     def _drop(

@@ -170,6 +170,19 @@ FROM wf_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
 SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
 FROM wf_bookmarks WHERE run_id = ? ORDER BY since;
 
+-- name: set_trace_context
+UPDATE wf_instances SET trace_context = ? WHERE run_id = ?;
+
+-- name: run_trace_context
+SELECT trace_context, created_at FROM wf_instances WHERE run_id = ?;
+
+-- name: trace_parked_at
+-- when the token's latest wait began, and on what (the event that parked it)
+SELECT occurred_at, kind FROM wf_events
+WHERE run_id = ? AND token = ? AND kind IN (SELECT unnest(?::VARCHAR[]))
+ORDER BY seq DESC
+LIMIT 1;
+
 -- name: run_timers
 SELECT run_id, token, node_id, kind, due_at FROM wf_timers WHERE run_id = ? ORDER BY due_at;
 
@@ -352,16 +365,18 @@ SELECT unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(
 
 -- name: copy_wf_instances
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
-                          error, created_at, updated_at, ended_at, parent_run_id, actor)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                          error, created_at, updated_at, ended_at, parent_run_id, actor,
+                          trace_context)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: copy_wf_instances_many
 INSERT INTO wf_instances (run_id, workflow_id, version, hash, status, input, data, state, seq,
-                          error, created_at, updated_at, ended_at, parent_run_id, actor)
+                          error, created_at, updated_at, ended_at, parent_run_id, actor,
+                          trace_context)
 SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[]),
-       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
+       unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
 
 -- name: copy_wf_events
 INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor,
