@@ -311,7 +311,8 @@ class RunMonitor(StaticPicture, widgets.VBox):
                     changed = True
                 changed |= self._show_point()
             changed |= self._show_timeline()
-            changed |= self._set(self.explain_html, "value", self._explain(self.run.explain()))
+            explain = self._explain(self.run.explain(), status)
+            changed |= self._set(self.explain_html, "value", explain)
             self.workers.refresh()  # shown while the run has ready work and nothing drives it
             return changed
 
@@ -427,5 +428,14 @@ class RunMonitor(StaticPicture, widgets.VBox):
         )
 
     @staticmethod
-    def _explain(text: str) -> str:
+    def _explain(text: str, status: RunStatus) -> str:
+        """The explain line after the header, which already names the status: the sentence
+        without the status word it starts with ("completed" alone adds nothing, after "failed"
+        the sentence "failed: boom" reads "boom"), so the status line never says it twice."""
+        word = status.value
+        ended = status.terminal or status == RunStatus.SUSPENDED  # "waiting for ..." reads on
+        if text == word or (ended and text.startswith((f"{word}:", f"{word} "))):
+            text = text[len(word) :].lstrip(" :")
+        if not text:
+            return ""
         return f'<span class="wfkit-explain-text">{html.escape(text)}</span>'
