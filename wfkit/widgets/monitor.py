@@ -73,11 +73,14 @@ _BOX = (
 )
 
 
-def _column(title: str, body: widgets.Widget) -> widgets.VBox:
-    """A column of the data/events row that shrinks with the page (its content scrolls)."""
+def _column(title: str, body: widgets.Widget, basis: str = "480px") -> widgets.VBox:
+    """A column of the data/events row that shrinks with the page (its content scrolls).
+
+    ``basis`` is the width it asks for: the row wraps (each column then takes the full width)
+    when the two do not fit side by side at those widths."""
     return widgets.VBox(
         [widgets.HTML(f"<b>{title}</b>"), body],
-        layout=widgets.Layout(flex="1 1 480px", min_width="0", overflow="auto"),
+        layout=widgets.Layout(flex=f"1 1 {basis}", min_width="0", overflow="auto"),
     )
 
 
@@ -201,7 +204,12 @@ class RunMonitor(StaticPicture, widgets.VBox):
                 widgets.HTML("<b>Timeline</b>"),
                 self.timeline_html,
                 widgets.HBox(
-                    [_column("Data", self.data_html), _column("Events", self.events_html)],
+                    [
+                        _column("Data", self.data_html),
+                        # the events table is some 700 px wide before its detail column wraps:
+                        # narrower, Data and Events stack (Notebook 7's wide column is ~1120 px)
+                        _column("Events", self.events_html, basis="720px"),
+                    ],
                     layout=widgets.Layout(flex_flow="row wrap"),
                 ),
                 widgets.HTML("<b>Logs</b>"),
