@@ -203,7 +203,15 @@ class LabServer:
 
 # --- what the page is asked (JavaScript run in the page) -------------------------------------
 
-_CURRENT = "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+# the notebook: the current widget, else the first notebook in the main area
+_CURRENT = """const w = (() => {
+  const app = window.jupyterapp;
+  if (!app) return null;
+  const isNotebook = (x) => !!x && !!x.content && !!x.content.widgets && !!x.sessionContext;
+  if (isNotebook(app.shell.currentWidget)) return app.shell.currentWidget;
+  for (const x of app.shell.widgets('main')) if (isNotebook(x)) return x;
+  return app.shell.currentWidget;  // a side panel (a sidecar) may have taken the focus
+})();"""
 
 _READY = (
     "(path) => {"
