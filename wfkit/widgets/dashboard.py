@@ -454,7 +454,7 @@ def _side_panel(sidecar: type[Any], title: str, anchor: str) -> Any:
     ``board.show_in_sidebar()``), is one line of text: a second view of a sidecar renders its
     contents in the output area too, a hidden copy of the dashboard that does nothing useful."""
 
-    class SidePanel(sidecar):  # type: ignore[misc]
+    class SidePanel(sidecar):
         def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, str]:
             return {"text/plain": f"the dashboard is open in the side panel {self.title!r}"}
 
