@@ -143,6 +143,7 @@ class LabServer:
             "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}",
             "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",  # Notebook 7, same server
             f"--ServerApp.root_dir={self.root}",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -192,13 +193,25 @@ class LabServer:
     def tail(self) -> str:
         return log_tail(self.log)
 
-    def url(self, path: str) -> str:
+    def url(self, path: str, interface: str = "lab") -> str:
+        """The page of notebook ``path`` in JupyterLab (``lab``) or Notebook 7 (``notebook``),
+        which the same server serves (the ``notebook`` package is a server extension)."""
+        if interface == "notebook":
+            return f"{self.base}/notebooks/{quote(path)}?token={self.token}"
         return f"{self.base}/lab/tree/{quote(path)}?reset&token={self.token}"
 
 
 # --- what the page is asked (JavaScript run in the page) -------------------------------------
 
-_CURRENT = "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+# the notebook: the current widget, else the first notebook in the main area
+_CURRENT = """const w = (() => {
+  const app = window.jupyterapp;
+  if (!app) return null;
+  const isNotebook = (x) => !!x && !!x.content && !!x.content.widgets && !!x.sessionContext;
+  if (isNotebook(app.shell.currentWidget)) return app.shell.currentWidget;
+  for (const x of app.shell.widgets('main')) if (isNotebook(x)) return x;
+  return app.shell.currentWidget;  // a side panel (a sidecar) may have taken the focus
+})();"""
 
 _READY = (
     "(path) => {"
@@ -453,10 +466,17 @@ class LabPage:
     server: LabServer
     page: Page
     path: str  # relative to the server's root, e.g. "dark/04-visual-editor.ipynb"
+    interface: str = "lab"  # or "notebook": Notebook 7's page of the same notebook
+    scope: str = ".jp-Notebook"
+    """Where the checks look for outputs: the notebook, or e.g. ``.jupyterlab-sidecar`` (a
+    side panel's output area)."""
+
+    def _js(self, script: str) -> str:
+        return script.replace(".jp-Notebook ", f"{self.scope} ")
 
     def open(self, theme: str) -> None:
         """Load the notebook with ``?reset``, wait for its idle kernel, then apply ``theme``."""
-        self.page.goto(self.server.url(self.path), wait_until="domcontentloaded")
+        self.page.goto(self.server.url(self.path, self.interface), wait_until="domcontentloaded")
         self.page.wait_for_function(_READY, arg=self.path, timeout=90_000, polling=200)
         self.page.evaluate(
             "(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})",
@@ -489,7 +509,7 @@ class LabPage:
         return Progress(**self.page.evaluate(_PROGRESS))
 
     def widgets(self) -> dict[str, Any]:
-        return dict(self.page.evaluate(_WIDGETS))
+        return dict(self.page.evaluate(self._js(_WIDGETS)))
 
     def wait_for_widgets(self, views: int, surfaces: int, timeout: float = 30.0) -> dict[str, Any]:
         """Wait until at least ``views`` widget views and ``surfaces`` graph surfaces show."""
@@ -504,25 +524,25 @@ class LabPage:
         return self.widgets()
 
     def oversized_pictures(self) -> list[str]:
-        return list(self.page.evaluate(_PICTURES))
+        return list(self.page.evaluate(self._js(_PICTURES)))
 
     def clipped(self) -> list[str]:
-        return list(self.page.evaluate(_CLIPPED))
+        return list(self.page.evaluate(self._js(_CLIPPED)))
 
     def broken_words(self) -> list[str]:
-        return list(self.page.evaluate(_BROKEN_WORDS))
+        return list(self.page.evaluate(self._js(_BROKEN_WORDS)))
 
     def faint_text(self, least: float = MIN_CONTRAST) -> list[str]:
-        return list(self.page.evaluate(_FAINT, least))
+        return list(self.page.evaluate(self._js(_FAINT), least))
 
     def tab_count(self) -> int:
-        return int(self.page.evaluate(_TABS))
+        return int(self.page.evaluate(self._js(_TABS)))
 
     def select_tab(self, index: int) -> str:
         """Click the ``index``-th tab of the widget outputs' tab bars; return its label."""
         tab = self.page.locator(
-            ".jp-OutputArea-output .jupyter-widget-tab > .lm-TabBar .lm-TabBar-tab, "
-            ".jp-OutputArea-output .widget-tab > .lm-TabBar .lm-TabBar-tab"
+            f"{self.scope} .jp-OutputArea-output .jupyter-widget-tab > .lm-TabBar .lm-TabBar-tab, "
+            f"{self.scope} .jp-OutputArea-output .widget-tab > .lm-TabBar .lm-TabBar-tab"
         ).nth(index)
         tab.scroll_into_view_if_needed()
         tab.click()

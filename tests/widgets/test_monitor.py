@@ -45,6 +45,13 @@ def event_rows(monitor: RunMonitor) -> list[str]:
     )
 
 
+def status_line_text(monitor: RunMonitor) -> str:
+    """What the status line reads: the header and the explain line, tags and styles dropped."""
+    parts = (monitor.header_html.value, monitor.explain_html.value)
+    text = " ".join(re.sub(r"<style>.*?</style>|<[^>]+>", " ", unescape(p)) for p in parts)
+    return " ".join(text.split())
+
+
 @pytest.fixture
 def monitors() -> Any:
     opened: list[RunMonitor] = []
@@ -74,8 +81,8 @@ def test_a_completed_run_shows_every_reached_node_succeeded(engine, acts, monito
 
     assert monitor.surface.status == {"reserve": "succeeded", "charge": "succeeded"}
     assert monitor.surface.svg is picture  # restyled through classes, never redrawn
-    assert "completed" in monitor.explain_html.value
     assert "wfkit-status-completed" in monitor.header_html.value
+    assert status_line_text(monitor).count("completed") == 1  # never "completed completed"
     assert '"order": "o-1"' in monitor.data_html.value
     assert monitor.refresh() is False  # nothing changed, nothing is touched
 
@@ -289,7 +296,7 @@ def test_the_background_thread_follows_a_run_driven_elsewhere_and_stops_on_close
     signaller.join()
     engine.run_until_idle()
     assert wait_until(lambda: monitor.surface.status.get("ship") == "succeeded")
-    assert wait_until(lambda: "completed" in monitor.explain_html.value)
+    assert wait_until(lambda: "wfkit-status-completed" in monitor.header_html.value)
     assert monitor.running  # until_terminal=False: it keeps watching
 
     thread = monitor.live._thread
@@ -661,3 +668,21 @@ def test_a_bad_interval_is_refused_before_anything_is_shown(engine, acts, interv
     assert "RunMonitor(engine, run, interval=0.5)" in str(refused.value)
     assert [t.name for t in threading.enumerate()] == before  # no thread was started
     assert len(run.history()) == events  # nothing was written to the run
+
+
+def test_the_status_line_names_the_status_once_and_keeps_what_the_explanation_adds(
+    engine, acts, monitors
+) -> None:
+    acts.add("charge")
+    acts.broken["charge"] = True
+    engine.register(wf.Workflow("pay").start_with("charge", max_attempts=1))
+    run = engine.start("pay", {})
+    engine.run_until_idle()
+    monitor = monitors(engine, run)
+
+    assert run.status == wf.RunStatus.FAILED
+    assert run.explain().startswith("failed: ")
+    line = status_line_text(monitor)
+    assert line.count("failed") == 1, line
+    assert "charge backend down (attempt 1)" in line  # the reason stays, after the status
+    assert line.index("failed") < line.index("charge backend down")

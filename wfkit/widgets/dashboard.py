@@ -408,7 +408,10 @@ class Dashboard(StaticPicture, widgets.Tab):
         ``anchor`` is sidecar's: ``"split-right"`` (the default), ``"split-left"``,
         ``"split-bottom"``, ``"tab-after"``, ``"right"`` (the right sidebar)... The panel
         shows this same dashboard: it stays in step with any other view of it, and
-        :meth:`close` closes the panel too.
+        :meth:`close` closes the panel too. Calling it again closes the panel it opened
+        before and opens a new one (with the new ``title`` and ``anchor``): there is never
+        more than one. The returned panel, left as a cell's value, shows as one line of text
+        in the notebook (not as a second, hidden copy of the dashboard).
 
         Raises
         ------
@@ -423,9 +426,9 @@ class Dashboard(StaticPicture, widgets.Tab):
                 "pip install 'wfkit[notebook]' (or pip install sidecar), restart the kernel "
                 "and call it again; the dashboard itself works without it"
             ) from None
-        if self.sidecar is not None:
+        if self.sidecar is not None:  # one panel at a time: calling again replaces it
             self.sidecar.close()
-        self.sidecar = Sidecar(title=title, anchor=anchor)
+        self.sidecar = _side_panel(Sidecar, title, anchor)
         with self.sidecar:
             display(self)
         return self.sidecar
@@ -444,3 +447,15 @@ class Dashboard(StaticPicture, widgets.Tab):
                 self.sidecar.close()
                 self.sidecar = None
         super().close()
+
+
+def _side_panel(sidecar: type[Any], title: str, anchor: str) -> Any:
+    """A ``sidecar.Sidecar`` that, displayed in the notebook (the value of a cell ending in
+    ``board.show_in_sidebar()``), is one line of text: a second view of a sidecar renders its
+    contents in the output area too, a hidden copy of the dashboard that does nothing useful."""
+
+    class SidePanel(sidecar):
+        def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, str]:
+            return {"text/plain": f"the dashboard is open in the side panel {self.title!r}"}
+
+    return SidePanel(title=title, anchor=anchor)

@@ -73,11 +73,14 @@ _BOX = (
 )
 
 
-def _column(title: str, body: widgets.Widget) -> widgets.VBox:
-    """A column of the data/events row that shrinks with the page (its content scrolls)."""
+def _column(title: str, body: widgets.Widget, basis: str = "480px") -> widgets.VBox:
+    """A column of the data/events row that shrinks with the page (its content scrolls).
+
+    ``basis`` is the width it asks for: the row wraps (each column then takes the full width)
+    when the two do not fit side by side at those widths."""
     return widgets.VBox(
         [widgets.HTML(f"<b>{title}</b>"), body],
-        layout=widgets.Layout(flex="1 1 480px", min_width="0", overflow="auto"),
+        layout=widgets.Layout(flex=f"1 1 {basis}", min_width="0", overflow="auto"),
     )
 
 
@@ -201,7 +204,12 @@ class RunMonitor(StaticPicture, widgets.VBox):
                 widgets.HTML("<b>Timeline</b>"),
                 self.timeline_html,
                 widgets.HBox(
-                    [_column("Data", self.data_html), _column("Events", self.events_html)],
+                    [
+                        _column("Data", self.data_html),
+                        # the events table is some 700 px wide before its detail column wraps:
+                        # narrower, Data and Events stack (Notebook 7's wide column is ~1120 px)
+                        _column("Events", self.events_html, basis="720px"),
+                    ],
                     layout=widgets.Layout(flex_flow="row wrap"),
                 ),
                 widgets.HTML("<b>Logs</b>"),
@@ -311,7 +319,8 @@ class RunMonitor(StaticPicture, widgets.VBox):
                     changed = True
                 changed |= self._show_point()
             changed |= self._show_timeline()
-            changed |= self._set(self.explain_html, "value", self._explain(self.run.explain()))
+            explain = self._explain(self.run.explain(), status)
+            changed |= self._set(self.explain_html, "value", explain)
             self.workers.refresh()  # shown while the run has ready work and nothing drives it
             return changed
 
@@ -427,5 +436,14 @@ class RunMonitor(StaticPicture, widgets.VBox):
         )
 
     @staticmethod
-    def _explain(text: str) -> str:
+    def _explain(text: str, status: RunStatus) -> str:
+        """The explain line after the header, which already names the status: the sentence
+        without the status word it starts with ("completed" alone adds nothing, after "failed"
+        the sentence "failed: boom" reads "boom"), so the status line never says it twice."""
+        word = status.value
+        ended = status.terminal or status == RunStatus.SUSPENDED  # "waiting for ..." reads on
+        if text == word or (ended and text.startswith((f"{word}:", f"{word} "))):
+            text = text[len(word) :].lstrip(" :")
+        if not text:
+            return ""
         return f'<span class="wfkit-explain-text">{html.escape(text)}</span>'
