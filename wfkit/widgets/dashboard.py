@@ -102,7 +102,7 @@ def runs_html(infos: Sequence[RunInfo], stalled: Collection[str] = ()) -> str:
     kernel" by their status. The table wraps its cells (an error is shown whole, its last line
     first) and scrolls sideways rather than clipping."""
     head = "".join(
-        f"<th>{h}</th>"
+        f'<th class="wfkit-col-{h}">{h}</th>'
         for h in ("run", "workflow", "version", "status", "created", "ended", "error")
     )
     rows = []
@@ -115,14 +115,14 @@ def runs_html(infos: Sequence[RunInfo], stalled: Collection[str] = ()) -> str:
             status += f'<br><small class="wfkit-no-worker">{html.escape(NO_WORKER)}</small>'
             extra = " wfkit-stalled"
         cells = (
-            html.escape(r.run_id),
-            html.escape(r.workflow_id),
-            str(r.version),
-            status,
-            f"{r.created_at:%Y-%m-%d %H:%M:%S}",
-            f"{r.ended_at:%Y-%m-%d %H:%M:%S}" if r.ended_at else "",
+            ("run", html.escape(r.run_id)),
+            ("workflow", html.escape(r.workflow_id)),
+            ("version", str(r.version)),
+            ("status", status),
+            ("created", f"{r.created_at:%Y-%m-%d %H:%M:%S}"),
+            ("ended", f"{r.ended_at:%Y-%m-%d %H:%M:%S}" if r.ended_at else ""),
         )
-        tds = "".join(f"<td>{c}</td>" for c in cells)
+        tds = "".join(f'<td class="wfkit-col-{name}">{c}</td>' for name, c in cells)
         # a dotted name (a module path, an exception class) may wrap after its dots
         shown = html.escape(last).replace(".", ".<wbr>")
         tds += f'<td class="wfkit-run-error" title="{html.escape(error)}">{shown}</td>'
@@ -136,8 +136,13 @@ def runs_html(infos: Sequence[RunInfo], stalled: Collection[str] = ()) -> str:
         ".wfkit-runs td:first-child{white-space:nowrap}"
         ".wfkit-runs td.wfkit-run-error{min-width:10em}"
         ".wfkit-runs .wfkit-no-worker{color:var(--jp-warn-color0, #e65100);white-space:normal}"
-        ".wfkit-runs td.wfkit-run-error{color:var(--jp-error-color1, #c62828)}</style>"
-        '<div style="max-width:100%;overflow-x:auto">'
+        ".wfkit-runs td.wfkit-run-error{color:var(--jp-error-color1, #c62828)}"
+        # in a narrow place (a side panel) the table drops its version and created columns
+        # (the run's detail has them) rather than scrolling sideways
+        "@container wfkit-runs (max-width: 620px){.wfkit-runs .wfkit-col-version,"
+        ".wfkit-runs .wfkit-col-created{display:none}.wfkit-runs td.wfkit-run-error"
+        "{min-width:6em}}</style>"
+        '<div style="max-width:100%;overflow-x:auto;container:wfkit-runs / inline-size">'
         '<table class="wfkit-runs" style="font-size:12px;border-collapse:collapse;'
         'color:var(--jp-ui-font-color1, #222)">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
