@@ -3,8 +3,10 @@ at 1280x800: Run All, then the same checks as in JupyterLab (tests/browser/test_
 nothing fails, every picture fits its output area, the widget views are there, and no button,
 label, form field or table cell of a widget is clipped, breaks a word or is too faint to read.
 
-Notebook 7 is served by the session's Lab server (``lab`` in conftest.py): the ``notebook``
-package is a server extension of the same Jupyter server and serves ``/notebooks/<path>``. Its
+Notebook 7 is served by a Lab server of this module's own (``lab`` below; the session's one
+in conftest.py, once the Lab tests have used it, makes Notebook 7 restore state it cannot load:
+"Command 'filebrowser:open-path' not registered"): the ``notebook`` package is a server
+extension of the same Jupyter server and serves ``/notebooks/<path>``. Its
 page is a JupyterLab application too (``window.jupyterapp``), so Run All is the same command
 (``notebook:run-all-cells``, the menu's Run > Run All Cells). The notebooks with pictures (01) and
 with widgets (04, 05) are checked in the light theme, the editor's notebook (04) in the dark one
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.conftest import ConsoleLog, checked_page
+from tests.browser.conftest import ConsoleLog, checked_page, free_port
 from tests.browser.jupyterlab import NOTEBOOKS, THEMES, LabPage, LabServer
 from tests.browser.test_lab_notebooks import VIEWPORT, WIDGETS, layout
 
@@ -50,6 +52,17 @@ class Notebook7Console(ConsoleLog):
             self.ignored.append(f"[uncaught, Notebook 7] {error.message}")
             return
         super().on_page_error(error)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[LabServer]:
+    """A fresh Jupyter server for Notebook 7 alone (no state left by the Lab tests)."""
+    server = LabServer(home=tmp_path_factory.mktemp("notebook7"), port=free_port())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
