@@ -8,6 +8,7 @@ call counts and call order.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -138,3 +139,20 @@ def open_engine(db_path: Path, clock: wf.ManualClock, acts: Activities) -> Itera
 def engine(open_engine: OpenEngine) -> wf.Engine:
     """An engine on a fresh DuckDB file with a manual clock and the test's registry."""
     return open_engine()
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[Any]:
+    """A real Dask LocalCluster of two worker processes (one thread each), shared by the tests
+    that send attempts to Dask; its workers import this checkout's tests and wfkit."""
+    distributed = pytest.importorskip("distributed")
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
+    )
+    cluster = wf.DaskExecutor.local_cluster(
+        n_workers=2, threads_per_worker=1, dashboard_address=":0"
+    )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()

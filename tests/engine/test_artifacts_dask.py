@@ -4,7 +4,6 @@ on the worker, loaded on another worker by a later step and in the engine's proc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +17,6 @@ from wfkit.engine.artifacts import ARTIFACT_KEY
 distributed = pytest.importorskip("distributed")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    root = str(Path(__file__).resolve().parents[2])
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
-    )
-    cluster = wf.DaskExecutor.local_cluster(
-        n_workers=2, threads_per_worker=1, dashboard_address=":0"
-    )
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
 
 
 def test_an_artifact_stored_on_a_worker_loads_on_a_worker_and_here(

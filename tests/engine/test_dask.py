@@ -6,7 +6,6 @@ import itertools
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,20 +16,6 @@ from tests.engine import dask_activities as da
 distributed = pytest.importorskip("distributed")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    root = str(Path(__file__).resolve().parents[2])
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
-    )
-    cluster = wf.DaskExecutor.local_cluster(
-        n_workers=2, threads_per_worker=1, dashboard_address=":0"
-    )
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
 
 
 def events(run: wf.Run, kind: str) -> list[wf.Event]:

@@ -10,19 +10,9 @@ from typing import Any
 
 from wfkit.engine.records import Event
 from wfkit.engine.replay import StoredCheckpoint
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import ATTEMPT_OUTCOMES
 
 __all__ = ["AttemptInfo", "attempts_of"]
-
-_OUTCOMES: dict[str, str] = {
-    EventKind.STEP_COMPLETED: "succeeded",
-    EventKind.STEP_FAILED: "failed",
-    EventKind.STEP_CRASHED: "crashed",
-    EventKind.STEP_CANCELLED: "cancelled",
-    EventKind.STEP_ABANDONED: "abandoned",
-    EventKind.COMPENSATION_COMPLETED: "compensated",
-    EventKind.COMPENSATION_FAILED: "compensation-failed",
-}
 
 
 @dataclass(frozen=True)
@@ -72,7 +62,7 @@ def attempts_of(
     ends were recorded; ``points`` are the run's checkpoints (for ``input_seq``)."""
     found = []
     for event in history:
-        outcome = _OUTCOMES.get(event.kind)
+        outcome = ATTEMPT_OUTCOMES.get(event.kind)
         if outcome is None or event.node_id is None or event.attempt is None:
             continue
         if node_id is not None and event.node_id != node_id:

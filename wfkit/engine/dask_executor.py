@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wfkit.definition.activities import ActivityRegistry, CancelFlag
-from wfkit.engine.executor import AttemptResult, AttemptThreads, Job, run_attempt
+from wfkit.engine.executor import AttemptResult, AttemptThreads, Job, failed_result, run_attempt
 from wfkit.errors import UsageError
 
 __all__ = ["DaskExecutor", "local_cluster"]
@@ -78,20 +78,7 @@ def _now() -> datetime:
 def _result(
     job: Job, error: str, *, crashed: bool = False, cancelled: bool = False
 ) -> AttemptResult:
-    now = _now()
-    return AttemptResult(
-        job.run_id,
-        job.token_id,
-        job.node_id,
-        job.attempt,
-        now,
-        now,
-        ok=False,
-        error=error,
-        base_version=job.data_version,
-        crashed=crashed,
-        cancelled=cancelled,
-    )
+    return failed_result(job, error, _now(), crashed=crashed, cancelled=cancelled)
 
 
 def _on_worker(shipped: bytes, head: Job, marker: str = "") -> tuple[AttemptResult, str, int]:

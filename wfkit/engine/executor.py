@@ -25,7 +25,7 @@ from wfkit.engine.logs import AttemptLines, AttemptLogger
 from wfkit.engine.tracing import attached
 from wfkit.errors import ArtifactError
 
-__all__ = ["AttemptResult", "AttemptThreads", "Job", "run_attempt"]
+__all__ = ["AttemptResult", "AttemptThreads", "Job", "failed_result", "run_attempt"]
 
 log = logging.getLogger("wfkit.engine")
 
@@ -157,6 +157,26 @@ class AttemptResult:
     cancelled: bool = False
     crashed: bool = False  # the engine process died during the attempt (found at recovery)
     logs: AttemptLines | None = None  # the lines it logged through ctx.logger (INFO and up)
+
+
+def failed_result(
+    job: Job, error: str, now: datetime, *, crashed: bool = False, cancelled: bool = False
+) -> AttemptResult:
+    """The result of an attempt that did not get to (or through) its activity: the worker caught
+    what it threw, its Dask worker died, it was cancelled before it answered."""
+    return AttemptResult(
+        job.run_id,
+        job.token_id,
+        job.node_id,
+        job.attempt,
+        now,
+        now,
+        ok=False,
+        error=error,
+        base_version=job.data_version,
+        crashed=crashed,
+        cancelled=cancelled,
+    )
 
 
 class _Outputs(Mapping[str, Any]):

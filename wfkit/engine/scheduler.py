@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry
 from wfkit.engine.clock import Clock
-from wfkit.engine.executor import AttemptResult, AttemptThreads, Job, run_attempt
+from wfkit.engine.executor import (
+    AttemptResult,
+    AttemptThreads,
+    Job,
+    failed_result,
+    run_attempt,
+)
 from wfkit.engine.loops import job_cell
 from wfkit.engine.queues import Served, step_activity, unserved_queue
 from wfkit.engine.state import RunState
@@ -823,18 +829,7 @@ class Scheduler:
             try:
                 result = run_attempt(job, self.clock.now, self.threads)
             except BaseException:  # the worker survives anything an attempt throws
-                now = self.clock.now()
-                result = AttemptResult(
-                    job.run_id,
-                    job.token_id,
-                    job.node_id,
-                    job.attempt,
-                    now,
-                    now,
-                    ok=False,
-                    error=traceback.format_exc(),
-                    base_version=job.data_version,
-                )
+                result = failed_result(job, traceback.format_exc(), self.clock.now())
             self._results.put(result)
 
     def _write_loop(self) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import ATTEMPT_OUTCOMES, EventKind
 from wfkit.errors import UsageError
 from wfkit.store.base import Statement
 
@@ -45,15 +45,6 @@ __all__ = ["Tracing", "attached", "open_tracing"]
 
 SCOPE = "wfkit"
 
-_ATTEMPT_ENDS: dict[str, str] = {
-    EventKind.STEP_COMPLETED: "succeeded",
-    EventKind.STEP_FAILED: "failed",
-    EventKind.STEP_CRASHED: "crashed",
-    EventKind.STEP_CANCELLED: "cancelled",
-    EventKind.STEP_ABANDONED: "abandoned",
-    EventKind.COMPENSATION_COMPLETED: "compensated",
-    EventKind.COMPENSATION_FAILED: "compensation-failed",
-}
 _COMPENSATIONS = {EventKind.COMPENSATION_COMPLETED, EventKind.COMPENSATION_FAILED}
 _FAILED = {
     EventKind.STEP_FAILED,
@@ -238,7 +229,7 @@ class Tracing:
             self._parked[(run_id, token)] = (PARKS[kind], at)
         elif kind in _RESUMES and token is not None:
             self._wait(run, parent, token, node_id, at, kind)
-        elif kind in _ATTEMPT_ENDS and node_id is not None and attempt is not None:
+        elif kind in ATTEMPT_OUTCOMES and node_id is not None and attempt is not None:
             end = self._ended.pop((run_id, token, attempt), None) or at
             self._attempt(
                 run, parent, kind, node_id, attempt, started_at or end, end, error, detail
@@ -275,7 +266,7 @@ class Tracing:
         attributes = self._base(run, node_id)
         attributes["wfkit.attempt"] = attempt
         attributes["wfkit.activity"] = activity
-        attributes["wfkit.outcome"] = _ATTEMPT_ENDS[kind]
+        attributes["wfkit.outcome"] = ATTEMPT_OUTCOMES[kind]
         if compensation:
             attributes["wfkit.compensation"] = True
         if self.queue_of is not None:
@@ -294,7 +285,7 @@ class Tracing:
             name, context=parent, start_time=_ns(min(start, end)), attributes=attributes
         )
         if kind in _FAILED:
-            self._failed(span, error or _ATTEMPT_ENDS[kind], end)
+            self._failed(span, error or ATTEMPT_OUTCOMES[kind], end)
         span.end(end_time=_ns(end))
 
     def _failed(self, span: Any, error: str, at: datetime) -> None:

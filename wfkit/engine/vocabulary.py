@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["IN_FLIGHT", "EventKind", "NodeStatus", "SagaEntryState", "TokenState"]
+__all__ = [
+    "ATTEMPT_OUTCOMES",
+    "IN_FLIGHT",
+    "EventKind",
+    "NodeStatus",
+    "SagaEntryState",
+    "TokenState",
+]
 
 
 class TokenState(StrEnum):
@@ -116,3 +123,15 @@ class NodeStatus(StrEnum):
     COMPENSATED = "compensated"  # its compensation completed
     SKIPPED = "skipped"  # never reached by a run that ended, or its compensation was skipped
     SUSPENDED = "suspended"  # parked for an operator
+
+
+ATTEMPT_OUTCOMES: dict[str, str] = {
+    EventKind.STEP_COMPLETED: "succeeded",
+    EventKind.STEP_FAILED: "failed",
+    EventKind.STEP_CRASHED: "crashed",
+    EventKind.STEP_CANCELLED: "cancelled",
+    EventKind.STEP_ABANDONED: "abandoned",
+    EventKind.COMPENSATION_COMPLETED: "compensated",
+    EventKind.COMPENSATION_FAILED: "compensation-failed",
+}
+"""The events that end an attempt, and what each says of it (``run.attempts()``, trace spans)."""
