@@ -320,6 +320,31 @@ def test_engines_whose_registries_disagree_on_a_queue_do_not_pass_a_run_back_and
 
 
 @pytest.mark.parametrize("db_path", ["postgres"], indirect=True)
+def test_a_run_handed_over_reaches_an_engine_that_backed_off_from_it_before(
+    open_engine: OpenEngine, acts: Activities
+) -> None:
+    """The gpu engine takes the new run first and gives it back ('prepare' is not registered
+    there), so it backs off from it for a lease period. Once the other engine has run 'prepare'
+    and handed the run over for 'gpu', the run has moved on: the gpu engine takes it at once,
+    not after its back-off."""
+    gpu_acts(acts, "prepare")
+    flow = wf.Workflow("w").start_with("prepare").then("render")
+    elsewhere = wf.ActivityRegistry()
+    elsewhere.register("render", lambda ctx: acts.record("render", ctx), queue="gpu")
+    here = open_engine(clock=None)
+    there = open_engine(clock=None, registry=elsewhere, lease="60s")
+    here.register(flow)
+    there.start_workers(1, queues=["gpu"])
+    run = here.start("w", {})
+    leases = there._writer.owner.leases  # type: ignore[attr-defined]
+    assert eventually(lambda: run.id in leases.backoff and instance(here, run.id)[0] is None)
+
+    here.start_workers(1, queues=["default"])
+    assert run.result(timeout=15) == {}  # well within the 60 s back-off
+    assert acts.names() == ["prepare", "render"]
+
+
+@pytest.mark.parametrize("db_path", ["postgres"], indirect=True)
 def test_a_run_no_engine_can_advance_stays_with_the_engines_of_its_queue(
     open_engine: OpenEngine, acts: Activities
 ) -> None:

@@ -84,7 +84,8 @@ class Leases:
         skip = [*(skip or ()), *self.backoff]
         every = self.queues is None
         queues = sorted(self.queues or ())
-        row = (now, every, queues, skip, limit, self.owner, now + self.lease, self.owner)
+        me = self.owner
+        row = (now, every, queues, skip, me, limit, me, now + self.lease, me)
         rows = self.store.write([Statement("claim_runs", [row], returning=True)])
         found = rows[0] if rows else []
         for r in found:

@@ -72,7 +72,7 @@ NOT_COPIED: dict[str, frozenset[str]] = {
     # Run leases belong to the engine processes of the source database: copied runs arrive
     # unowned, and the destination's engines claim them (so does the queue a run was handed
     # over for: any engine of the destination may take it).
-    "wf_instances": frozenset({"owner", "lease_until", "wants_queue"}),
+    "wf_instances": frozenset({"owner", "lease_until", "wants_queue", "handed_by"}),
 }
 """Columns deliberately left at their defaults in the destination."""
 

@@ -293,18 +293,20 @@ SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id 
 -- name: claim_runs
 -- Also says whether the run had an owner (whose lease ran out: its process died, so the steps
 -- it had started may have crashed with it) and the queue it was handed over for; skips the runs
--- this engine backs off from, and runs handed over for a queue it does not serve (the second
--- parameter is true for an engine that serves every queue, the third the queues it serves).
+-- this engine backs off from (the fourth parameter; unless another engine, not this one, the
+-- fifth, has since handed the run over for a queue), and runs handed over for a queue it does
+-- not serve (the second parameter is true for an engine that serves every queue, the third the
+-- queues it serves).
 WITH free AS (
     SELECT run_id, owner, wants_queue FROM wf_instances
     WHERE status IN ('pending', 'running', 'compensating')
       AND (owner IS NULL OR lease_until < ?)
       AND (wants_queue IS NULL OR ? OR wants_queue = ANY(?))
-      AND NOT (run_id = ANY(?))
+      AND (NOT (run_id = ANY(?)) OR (wants_queue IS NOT NULL AND handed_by IS DISTINCT FROM ?))
     ORDER BY updated_at
     LIMIT ?
     FOR UPDATE SKIP LOCKED)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL, handed_by = NULL
 FROM free WHERE i.run_id = free.run_id
 RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?, free.wants_queue;
 
@@ -314,7 +316,7 @@ WITH one AS (
     SELECT run_id, owner FROM wf_instances
     WHERE run_id = ? AND (owner IS NULL OR owner = ? OR lease_until < ?)
     FOR UPDATE)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL
+UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL, handed_by = NULL
 FROM one WHERE i.run_id = one.run_id
 RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 
@@ -322,7 +324,8 @@ RETURNING i.run_id, one.owner IS NOT NULL AND one.owner <> ?;
 UPDATE wf_instances SET lease_until = ? WHERE owner = ? AND run_id = ANY(?);
 
 -- name: release_runs
-UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = NULL
+UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = NULL,
+    handed_by = NULL
 WHERE owner = ? AND run_id = ANY(?);
 
 -- name: run_wants_queue
@@ -330,7 +333,7 @@ SELECT wants_queue FROM wf_instances WHERE run_id = ?;
 
 -- name: hand_over_run
 -- Release a run for the engines that serve the queue its ready steps wait for (see claim_runs).
-UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = ?
+UPDATE wf_instances SET owner = NULL, lease_until = NULL, wants_queue = ?, handed_by = owner
 WHERE owner = ? AND run_id = ?;
 
 -- name: due_timers
