@@ -430,6 +430,18 @@ def test_runs_archive_writes_parquet_then_purges(tmp_path: Path) -> None:
     assert again.stdout == f"no ended runs older than 30d in {db}: nothing was archived\n"
 
 
+def test_runs_archive_counts_one_row_as_one_row(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    old_runs(db)
+    out = tmp_path / "archive"
+    args = ("runs", "archive", str(out), "--older-than", "30d", "--status", "failed")
+    result = invoke(*args, "--db", str(db))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"wrote {out / 'wf_instances.parquet'} (1 row)"
+    assert lines[-1] == f"archived 1 run into {out} and purged it from {db}"
+
+
 def test_runs_purge_and_archive_refuse_a_file_a_server_holds(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     old_runs(db)

@@ -405,6 +405,18 @@ def approve_command(
     node: Annotated[str, typer.Argument(help="The approval's node id")],
     approved: Annotated[bool, typer.Option("--approve/--reject", help="The decision")] = True,
     comment: Annotated[str | None, typer.Option(help="Why, recorded with the decision")] = None,
+    item: Annotated[
+        str | None,
+        typer.Option(
+            "--item",
+            metavar="I[,J...]",
+            help="Inside a for_each: the item whose approval is decided, its indexes "
+            "outermost first ('2', or '0,2' nested), as engine.waiting() and GET /waiting "
+            "show them (the Inbox too); "
+            "without it the oldest open approval of NODE",
+            show_default=False,
+        ),
+    ] = None,
     actor: Actor = None,
     db: Db = Path("runs.duckdb"),
 ) -> None:
@@ -412,11 +424,29 @@ def approve_command(
     from wfkit.api.operate import operate, run_status, whoami
 
     who = whoami(actor)
+    path = _item(item)
     with operate(db) as (target, via):
-        target.approve(run_id, node, approved=approved, actor=who, comment=comment)
+        target.approve(run_id, node, approved=approved, actor=who, comment=comment, loop_path=path)
         status = run_status(target, run_id)
     decision = "approved" if approved else "rejected"
-    typer.echo(f"run {run_id}: {node!r} {decision} by {who}; the run is {status}{via}")
+    which = f" (item {','.join(map(str, path))})" if path is not None else ""
+    typer.echo(f"run {run_id}: {node!r}{which} {decision} by {who}; the run is {status}{via}")
+
+
+def _item(text: str | None) -> list[int] | None:
+    """``--item 0,2`` as a loop path."""
+    if text is None:
+        return None
+    try:
+        path = [int(part) for part in text.split(",")]
+    except ValueError:
+        path = []
+    if not path or any(i < 0 for i in path):
+        raise typer.BadParameter(
+            f"{text!r} is not an item: give its for_each indexes, outermost first, e.g. 2 or 0,2",
+            param_hint="--item",
+        )
+    return path
 
 
 @app.command("recover")
@@ -679,7 +709,8 @@ def runs_archive_command(
         typer.echo(f"no ended runs older than {older_than} in {_shown(db)}: nothing was archived")
         return
     for path in report.files:  # wf_events.parquet, wf_events-2.parquet: the table's rows
-        typer.echo(f"wrote {path} ({report.rows[path.name.split('.')[0].split('-')[0]]} rows)")
+        count = report.rows[path.name.split(".")[0].split("-")[0]]
+        typer.echo(f"wrote {path} ({count} row{'s' if count != 1 else ''})")
     typer.echo(
         f"archived {report.runs} run{'s' if report.runs != 1 else ''} into {report.directory} "
         f"and purged {'them' if report.runs != 1 else 'it'} from {_shown(db)}"

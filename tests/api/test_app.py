@@ -82,3 +82,53 @@ def test_swagger_ui_when_asked_for_is_served_without_the_content_policy() -> Non
         assert page.headers["x-content-type-options"] == "nosniff"
         assert "content-security-policy" not in page.headers  # its scripts come from a CDN
         assert "default-src 'none'" in client.get("/health").headers["content-security-policy"]
+
+
+def batch(registry: wf.ActivityRegistry, published: list[str]) -> wf.Workflow:
+    """for_each item: approval 'review' -> publish (which notes its item)."""
+    registry.register("prepare", lambda ctx: None)
+    registry.register("publish", lambda ctx: published.append(ctx.item))
+    return (
+        wf.Workflow("batch")
+        .start_with("prepare")
+        .for_each("items", lambda b: b.approval("review").then("publish"))
+    )
+
+
+def test_the_approvals_of_a_for_each_are_listed_and_decided_per_item(tmp_path: Path) -> None:
+    from wfkit.api.client import ApiClient
+
+    published: list[str] = []
+    registry = wf.ActivityRegistry()
+    with wf.Engine(tmp_path / "runs.duckdb", registry=registry) as engine:
+        engine.register(batch(registry, published))
+        run = engine.start("batch", {"items": ["a", "b", "c"]})
+        engine.run_until_idle()
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        with serving(create_app(engine, TOKEN)) as client:
+            waits = client.get("/waiting", headers=auth).json()["waits"]
+            assert sorted(w["loop_path"] for w in waits) == [[0], [1], [2]]
+
+            review = f"/runs/{run.id}/approvals/review"
+            decided = client.post(
+                review, headers=auth, json={"approved": True, "actor": "ana", "loop_path": [1]}
+            )
+            assert decided.status_code == 200, decided.text
+            engine.run_until_idle()
+            assert published == ["b"]
+
+            again = client.post(
+                review, headers=auth, json={"approved": True, "actor": "ana", "loop_path": [1]}
+            )
+            assert again.status_code == 409, again.text
+            assert "open for items: [0], [2]" in again.json()["detail"]
+            negative = client.post(
+                review, headers=auth, json={"approved": True, "actor": "ana", "loop_path": [-1]}
+            )
+            assert negative.status_code == 422, negative.text
+
+            remote = ApiClient(str(client.base_url).rstrip("/").removesuffix("/api/v1"), TOKEN)
+            remote.approve(run.id, "review", actor="bo", loop_path=[2])
+            engine.run_until_idle()
+            assert published == ["b", "c"]
+            assert [w.loop_path for w in engine.waiting()] == [(0,)]

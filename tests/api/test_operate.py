@@ -274,3 +274,32 @@ def test_a_server_file_naming_a_live_process_that_is_no_wfkit_server_is_named_in
     assert f"rm {sidecar}" in result.stderr
     assert f"process {os.getpid()}" in result.stderr
     assert _advance(db, run_id)[:2] == ("waiting", ["paid"])  # nothing changed
+
+
+def test_approve_item_decides_one_item_of_a_for_each(tmp_path: Path) -> None:
+    registry = wf.ActivityRegistry()
+    registry.register("prepare", lambda ctx: None)
+    registry.register("publish", lambda ctx: None)
+    flow = (
+        wf.Workflow("batch")
+        .start_with("prepare")
+        .for_each("items", lambda b: b.approval("review").then("publish"))
+    )
+    db = tmp_path / "runs.duckdb"
+    with wf.Engine(db, registry=registry) as engine:
+        engine.register(flow)
+        run = engine.start("batch", {"items": ["a", "b"]})
+        engine.run_until_idle()
+
+    approved = invoke("approve", run.id, "review", "--item", "1", "--actor", "ana", "--db", str(db))
+    assert approved.exit_code == 0, approved.output
+    assert approved.stdout.startswith(f"run {run.id}: 'review' (item 1) approved by ana")
+    with wf.Engine(db, registry=registry) as engine:
+        assert [w.loop_path for w in engine.waiting()] == [(0,)]
+
+    for bad in ("x", "-1", "", "1,,2"):
+        refused = invoke("approve", run.id, "review", "--item", bad, "--db", str(db))
+        assert refused.exit_code == 2, refused.output
+        assert "is not an item" in refused.output
+    gone = invoke("approve", run.id, "review", "--item", "1", "--actor", "ana", "--db", str(db))
+    assert gone.exit_code != 0 and "open for items: [0]" in " ".join(gone.output.split())

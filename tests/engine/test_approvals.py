@@ -268,3 +268,117 @@ def test_of_people_deciding_at_once_exactly_one_decision_counts(engine, acts, re
     assert acts.names() == ["prepare", "publish" if decided else "notify"]
     decisions = events(run, "approval.approved") + events(run, "approval.rejected")
     assert [e.actor for e in decisions] == deciders
+
+
+# --- approvals inside a for_each: one per item -------------------------------------------------
+
+
+def batch_flow() -> wf.Workflow:
+    """for_each item of 'items': approval 'review' -> publish; then done."""
+    return (
+        wf.Workflow("batch")
+        .start_with("prepare")
+        .for_each("items", lambda b: b.approval("review").then("publish"))
+        .then("done")
+    )
+
+
+def test_each_item_of_a_for_each_has_its_approval_and_loop_path_decides_which(engine, acts) -> None:
+    acts.noop("prepare", "publish", "done")
+    engine.register(batch_flow())
+    run = engine.start("batch", {"items": ["a", "b", "c"]})
+    engine.run_until_idle()
+    waits = engine.waiting()
+    assert sorted(w.loop_path for w in waits) == [(0,), (1,), (2,)]
+    assert {(w.node_id, w.kind, w.detail["loop_path"][0]) for w in waits} == {
+        ("review", "approval", 0),
+        ("review", "approval", 1),
+        ("review", "approval", 2),
+    }
+
+    engine.approve(run.id, "review", loop_path=[2], actor="ana", comment="c is fine")
+    engine.run_until_idle()
+    assert [c.item for c in acts.calls if c.name == "publish"] == ["c"]
+    assert sorted(w.loop_path for w in engine.waiting()) == [(0,), (1,)]
+    decided = events(run, "approval.approved")
+    assert [(e.actor, e.output["comment"]) for e in decided] == [("ana", "c is fine")]
+
+    engine.approve(run.id, "review", loop_path=(0,), actor="bo")
+    engine.approve(run.id, "review", loop_path=[1], actor="cy")
+    engine.run_until_idle()
+    assert sorted(c.item for c in acts.calls if c.name == "publish") == ["a", "b", "c"]
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.names()[-1] == "done"
+
+
+def test_an_item_that_has_no_open_approval_is_refused_and_nothing_changes(engine, acts) -> None:
+    acts.noop("prepare", "publish", "done")
+    engine.register(batch_flow())
+    run = engine.start("batch", {"items": ["a", "b"]})
+    engine.run_until_idle()
+    engine.approve(run.id, "review", loop_path=[0], actor="ana")
+    engine.run_until_idle()
+    before = snapshot(engine)
+
+    with pytest.raises(wf.SignalError, match=r"no open approval 'review' for item \[0\]") as err:
+        engine.approve(run.id, "review", loop_path=[0], actor="ana")
+    assert "open for items: [1]" in str(err.value)
+    with pytest.raises(wf.SignalError, match=r"for item \[1, 0\]"):
+        engine.approve(run.id, "review", loop_path=[1, 0], actor="ana")
+    for bad in ("1", [-1], [True], [1.0]):
+        with pytest.raises(wf.UsageError, match="list of integers"):
+            engine.approve(run.id, "review", loop_path=bad, actor="ana")
+    assert snapshot(engine) == before
+
+
+def test_nested_for_each_approvals_are_told_apart_by_their_whole_loop_path(engine, acts) -> None:
+    acts.noop("prepare", "publish", "done")
+    engine.register(
+        wf.Workflow("nested")
+        .start_with("prepare")
+        .for_each(
+            "groups",
+            lambda g: g.for_each("item", lambda b: b.approval("review").then("publish")),
+        )
+        .then("done")
+    )
+    run = engine.start("nested", {"groups": [["a", "b"], ["c"]]})
+    engine.run_until_idle()
+    assert sorted(w.loop_path for w in engine.waiting()) == [(0, 0), (0, 1), (1, 0)]
+
+    engine.approve(run.id, "review", loop_path=[0, 1], actor="ana")
+    engine.run_until_idle()
+    assert [c.item for c in acts.calls if c.name == "publish"] == ["b"]
+    for path in ([1, 0], [0, 0]):
+        engine.approve(run.id, "review", loop_path=path, actor="ana")
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+
+
+def test_without_a_loop_path_the_oldest_approval_of_the_node_is_decided(
+    engine, acts, clock
+) -> None:
+    acts.noop("prepare", "publish", "done")
+    engine.register(
+        wf.Workflow("staggered")
+        .start_with("prepare")
+        .for_each(
+            "items",
+            lambda b: (
+                b.if_("item == 'late'", then=lambda t: t.delay("1h"))
+                .approval("review")
+                .then("publish")
+            ),
+        )
+        .then("done")
+    )
+    run = engine.start("staggered", {"items": ["late", "early"]})
+    engine.run_until_idle()
+    clock.advance(timedelta(hours=1))
+    engine.run_until_idle()
+    assert [w.loop_path for w in engine.waiting()] == [(1,), (0,)]  # oldest first
+
+    engine.approve(run.id, "review", actor="ana")
+    engine.run_until_idle()
+    assert [c.item for c in acts.calls if c.name == "publish"] == ["early"]
+    assert [w.loop_path for w in engine.waiting()] == [(0,)]

@@ -36,6 +36,23 @@ def test_results_and_data_come_back_from_the_cluster(open_engine, acts, client) 
     assert run.outputs["count"]["pid"] != os.getpid()
 
 
+def test_an_address_gets_a_client_of_its_own_closed_with_the_executor(
+    open_engine, acts, client
+) -> None:
+    acts.registry.register("count", da.count)
+    with wf.DaskExecutor(client.scheduler.address) as executor:
+        assert executor.client is not client
+        engine = open_engine(executor=executor)
+        engine.register(wf.Workflow("w").start_with("count"))
+        run = engine.start("w", {"n": 1})
+        engine.run_until_idle()
+        assert run.data == {"n": 2}
+        assert run.outputs["count"]["pid"] != os.getpid()
+        engine.close()
+    assert executor.client.status == "closed"
+    assert client.status == "running"  # a client given to an executor is left to its owner
+
+
 def test_a_fan_out_runs_on_both_workers(open_engine, acts, client) -> None:
     acts.registry.register("who", da.whoami)
     executor = wf.DaskExecutor(client)

@@ -316,7 +316,7 @@ def test_new_waits_appear_and_closed_ones_go_without_refresh(engine, review) -> 
 
     second = engine.start("review", {"doc": 2})
 
-    wait_until(lambda: (second.id, "review", "approval") in inbox.rows, "the new wait listed")
+    wait_until(lambda: (second.id, "review", "approval", ()) in inbox.rows, "the new wait listed")
     assert inbox.summary.value == "2 open: 2 approvals, 0 signal waits"
     assert inbox.row(review.id, "review") is row and row.comment.value == "half typed"
 
@@ -399,3 +399,49 @@ def test_a_bad_update_interval_is_refused_before_anything_is_shown(engine, bad) 
     with pytest.raises(wf.UsageError, match="inbox update interval must be a positive number"):
         Inbox(engine, actor="ana", refresh_every=bad)
     assert wfkit_threads("wfkit-inbox") == []
+
+
+def test_a_for_each_of_approvals_shows_one_row_per_item_and_decides_that_item(engine, acts) -> None:
+    published: list[str] = []
+    acts.noop("prepare", "done")
+    acts.add("publish", lambda ctx: published.append(ctx.item))
+    engine.register(
+        wf.Workflow("batch")
+        .start_with("prepare")
+        .for_each("items", lambda b: b.approval("review").then("publish"))
+        .then("done")
+    )
+    run = engine.start("batch", {"items": ["a", "b", "c"]})
+    engine.run_until_idle()
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    assert inbox.summary.value == "3 open: 3 approvals, 0 signal waits"
+    row = inbox.row(run.id, "review", loop_path=[1])
+    assert "wfkit-item-1" in row._dom_classes
+    assert "approval review (item 1)" in texts(row)
+
+    row.comment.value = "b only"
+    row.buttons["approve"].click()
+    assert "review (item 1)" in row.confirm.pending
+    row.confirm.yes_button.click()
+    engine.run_until_idle()
+    assert published == ["b"]
+    assert sorted(path for (_r, _n, _k, path) in inbox.rows) == [(0,), (2,)]
+    assert "review (item 1)" in inbox.message.text
+    with pytest.raises(KeyError, match=r"for item \[1\]"):
+        inbox.row(run.id, "review", loop_path=[1])
+
+
+def test_send_says_when_an_older_wait_listens_for_the_same_signal(engine, paid) -> None:
+    first = paid
+    second = engine.start("pay", {"order_id": "o-1"})
+    engine.run_until_idle()
+    inbox = Inbox(engine, actor="ana", refresh_every=None)
+    younger = next(r for r in inbox.rows.values() if r.wait.run_id == second.id)
+    younger.payload.value = '{"amount": 5, "ref": "r"}'
+    younger.buttons["send"].click()
+    assert f"it goes to the oldest, paid of run {first.id}" in texts(younger.confirm)
+
+    older = inbox.row(first.id, "paid")
+    older.payload.value = '{"amount": 5, "ref": "r"}'
+    older.buttons["send"].click()
+    assert "goes to the oldest" not in texts(older.confirm)

@@ -12,6 +12,7 @@ import http.client
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -155,9 +156,16 @@ class ApiClient:
         *,
         actor: str | None = None,
         comment: str | None = None,
+        loop_path: Sequence[int] | None = None,
     ) -> None:
         """Like :meth:`Engine.approve`."""
-        body = {"approved": approved, "actor": actor or "wfkit-cli", "comment": comment}
+        body: dict[str, Any] = {
+            "approved": approved,
+            "actor": actor or "wfkit-cli",
+            "comment": comment,
+        }
+        if loop_path is not None:
+            body["loop_path"] = list(loop_path)
         self.request("POST", f"/runs/{_seg(run_id)}/approvals/{_seg(node)}", body)
 
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:

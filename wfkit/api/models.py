@@ -115,6 +115,12 @@ class ApprovalRequest(_Request):
     approved: bool = Field(description="True continues the run; false takes 'rejected'.")
     actor: Actor
     comment: str | None = Field(default=None, max_length=2000)
+    loop_path: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="Inside a for_each: the item whose approval is decided (its indexes, "
+        "outermost first, as /waiting shows them); null decides the oldest open one.",
+    )
 
 
 class CancelRequest(_Request):
@@ -323,6 +329,10 @@ class WaitOut(BaseModel):
     since: Moment
     deadline: Moment | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+    loop_path: list[int] = Field(
+        default_factory=list,
+        description="Inside a for_each: the item the wait belongs to (indexes, outermost first).",
+    )
 
     @classmethod
     def of(cls, wait: WaitInfo) -> WaitOut:
@@ -336,6 +346,7 @@ class WaitOut(BaseModel):
             since=wait.since,
             deadline=wait.deadline,
             detail=wait.detail,
+            loop_path=list(wait.loop_path),
         )
 
 

@@ -235,7 +235,14 @@ def decide_approval(
     """Decide the open approval ``node`` of the run; records the actor and the comment."""
     run = _run(engine, run_id)
     try:
-        engine.approve(run_id, node, approved=body.approved, actor=body.actor, comment=body.comment)
+        engine.approve(
+            run_id,
+            node,
+            approved=body.approved,
+            actor=body.actor,
+            comment=body.comment,
+            loop_path=body.loop_path,
+        )
     except SignalError as exc:
         raise ApiProblem(409, "no-open-approval", " ".join(str(exc).split())) from None
     return _change(run)

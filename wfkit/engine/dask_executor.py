@@ -163,6 +163,12 @@ class DaskExecutor:
         if self._owns_client:
             self.client.close()
 
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     local_cluster = staticmethod(local_cluster)  # wf.DaskExecutor.local_cluster(n_workers=2)
 
     @property

@@ -11,7 +11,7 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -261,12 +261,30 @@ class Operations:
         *,
         actor: str | None = None,
         comment: str | None = None,
+        loop_path: Sequence[int] | None = None,
     ) -> None:
-        """Decide the open approval ``node`` of run ``run_id``; records actor, comment and time."""
+        """Decide the open approval ``node`` of run ``run_id``; records actor, comment and time.
+
+        Inside a for_each each item has its approval: ``loop_path`` (the item's indexes,
+        outermost first, as ``WaitInfo.loop_path`` gives them) names the one decided; without
+        it the oldest open approval of the node is.
+        """
         refuse_unstorable(SignalError, f"deciding approval {node!r}", actor=actor, comment=comment)
+        wanted = _loop_path(loop_path)
 
         def decide(writer: Writer) -> None:
-            rows = writer.find_bookmark("approval", node, run_id)
+            if wanted is None:
+                rows = writer.find_bookmark("approval", node, run_id)
+            else:
+                rows = self._store.query("find_bookmarks", ["approval", node, run_id])
+                items = [_waiting_path(r[8]) for r in rows]
+                rows = [r for r, path in zip(rows, items, strict=True) if path == wanted]
+                if items and not rows:
+                    raise SignalError(
+                        f"run {run_id} has no open approval {node!r} for item "
+                        f"{list(wanted)} (open for items: "
+                        f"{', '.join(str(list(p)) for p in items)}); check engine.waiting()"
+                    )
             if not rows:
                 open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
                 raise SignalError(
@@ -472,11 +490,35 @@ class Operations:
         return Run(self, new_id)  # type: ignore[arg-type]  # self is the Engine
 
     def waiting(self) -> list[WaitInfo]:
-        """Every open wait and approval: run, node, key, since and deadline."""
-        return [
-            WaitInfo(r[0], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8] or "{}"))
-            for r in self._store.query("bookmarks")
-        ]
+        """Every open wait and approval: run, node, key, since, deadline and, inside a
+        for_each, the item it belongs to (``loop_path``)."""
+        waits = []
+        for r in self._store.query("bookmarks"):
+            detail = json.loads(r[8] or "{}")
+            path = tuple(int(i) for i in detail.get("loop_path", ()))
+            waits.append(WaitInfo(r[0], r[2], r[3], r[4], r[5], r[6], r[7], detail, path))
+        return waits
+
+
+def _loop_path(value: Sequence[int] | None) -> tuple[int, ...] | None:
+    """``loop_path=`` as given to approve: None, or a sequence of item indexes."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    ):
+        raise UsageError(
+            f"loop_path={value!r}: give the item's for_each indexes as a list of integers, "
+            "outermost first, as engine.waiting() shows them (e.g. loop_path=[2]); nothing was "
+            "decided"
+        )
+    return tuple(value)
+
+
+def _waiting_path(detail: Any) -> tuple[int, ...]:
+    """The for_each item of a bookmark row, from its detail (``()`` outside any for_each)."""
+    parsed = json.loads(detail or "{}") if isinstance(detail, str) else dict(detail or {})
+    return tuple(int(i) for i in parsed.get("loop_path", ()))
 
 
 _posted = itertools.count()

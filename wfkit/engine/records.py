@@ -82,6 +82,7 @@ class WaitInfo:
     since: datetime
     deadline: datetime | None
     detail: dict[str, Any] = field(default_factory=dict)
+    loop_path: tuple[int, ...] = ()  # inside a for_each: the item's indexes, outermost first
 
 
 @dataclass(frozen=True)

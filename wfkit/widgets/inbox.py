@@ -25,7 +25,7 @@ from __future__ import annotations
 import html
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
@@ -146,15 +146,23 @@ class _Row(widgets.HBox):
         self.add_class(f"wfkit-inbox-{wait.kind}")
         self.add_class(f"wfkit-run-{css_token(wait.run_id)}")
         self.add_class(f"wfkit-node-{css_token(wait.node_id)}")
+        if wait.loop_path:
+            self.add_class(f"wfkit-item-{'-'.join(map(str, wait.loop_path))}")
+
+
+def _which(w: WaitInfo) -> str:
+    """The wait's node, and inside a for_each its item: ``review (item 2)``."""
+    item = f" (item {','.join(map(str, w.loop_path))})" if w.loop_path else ""
+    return f"{w.node_id}{item}"
 
 
 def _describe(w: WaitInfo, workflow: str) -> str:
     if w.kind == "approval":
         who = ", ".join(w.detail.get("assignees") or []) or "anyone"
-        what = f"<b>approval {html.escape(w.node_id)}</b> (for {html.escape(who)})"
+        what = f"<b>approval {html.escape(_which(w))}</b> (for {html.escape(who)})"
     else:
         key = f" key <code>{html.escape(w.key)}</code>" if w.key else ""
-        what = f"<b>signal {html.escape(w.name)}</b>{key} at {html.escape(w.node_id)}"
+        what = f"<b>signal {html.escape(w.name)}</b>{key} at {html.escape(_which(w))}"
     due = f"; due {w.deadline:%Y-%m-%d %H:%M}" if w.deadline else ""
     return (
         '<div style="line-height:1.4;overflow-wrap:break-word;'
@@ -209,7 +217,7 @@ class Inbox(widgets.VBox):
         self.summary.add_class("wfkit-inbox-summary")
         self.list = widgets.VBox([])
         self.list.add_class("wfkit-inbox-list")
-        self.rows: dict[tuple[str, str, str], _Row] = {}
+        self.rows: dict[tuple[str, str, str, tuple[int, ...]], _Row] = {}
         self.count = 0
         self._on_count: list[Callable[[int], Any]] = []
         super().__init__(
@@ -240,15 +248,15 @@ class Inbox(widgets.VBox):
         with self._lock:
             # a call waits for its child run, not for a person or a sender: not listed here
             waits = [w for w in self.engine.waiting() if w.kind != "call"]
-            rows: dict[tuple[str, str, str], _Row] = {}
-            for w in waits:
-                ident = (w.run_id, w.node_id, w.kind)
+            rows: dict[tuple[str, str, str, tuple[int, ...]], _Row] = {}
+            for w in waits:  # inside a for_each, one row per item
+                ident = (w.run_id, w.node_id, w.kind, w.loop_path)
                 kept = self.rows.pop(ident, None)
                 rows[ident] = kept if kept is not None else self._row(w)
             for gone in self.rows.values():
                 if gone.confirm.pending:  # asked, then decided elsewhere before Yes
                     self.message.error(
-                        f"{gone.wait.node_id} of run {gone.wait.run_id} is no longer waiting "
+                        f"{_which(gone.wait)} of run {gone.wait.run_id} is no longer waiting "
                         "(closed elsewhere); nothing was done"
                     )
                 gone.close()
@@ -277,12 +285,14 @@ class Inbox(widgets.VBox):
         title follows it)."""
         self._on_count.append(handler)
 
-    def row(self, run_id: str, node_id: str) -> _Row:
-        """The row of the open wait ``node_id`` of run ``run_id``."""
-        for (run, node, _kind), row in self.rows.items():
-            if (run, node) == (run_id, node_id):
+    def row(self, run_id: str, node_id: str, loop_path: Sequence[int] | None = None) -> _Row:
+        """The row of the open wait ``node_id`` of run ``run_id`` (inside a for_each, of the
+        item ``loop_path``; without it the oldest item's)."""
+        for (run, node, _kind, path), row in self.rows.items():
+            if (run, node) == (run_id, node_id) and (loop_path is None or tuple(loop_path) == path):
                 return row
-        raise KeyError(f"no open wait {node_id!r} of run {run_id} in the inbox")
+        item = f" for item {list(loop_path)}" if loop_path is not None else ""
+        raise KeyError(f"no open wait {node_id!r}{item} of run {run_id} in the inbox")
 
     @property
     def pending(self) -> str | None:
@@ -373,7 +383,7 @@ class Inbox(widgets.VBox):
             said = f'Comment: "{_quoted(comment)}".' if comment else "No comment."
             verb = "approved" if action == "approve" else "rejected"
             row.confirm.ask(
-                f"Really {action} {w.node_id} of run {w.run_id}?",
+                f"Really {action} {_which(w)} of run {w.run_id}?",
                 lambda: self.decide(
                     row, approved=action == "approve", actor=actor, comment=comment
                 ),
@@ -394,7 +404,23 @@ class Inbox(widgets.VBox):
         row.confirm.ask(
             f"Really send signal {w.name!r}{key} to run {w.run_id}?",
             lambda: self.send_signal(row, payload=payload, actor=actor),
-            f"Payload: {_quoted(text)}. Recorded as sent by {actor}.",
+            f"Payload: {_quoted(text)}. Recorded as sent by {actor}.{self._shared(w)}",
+        )
+
+    def _shared(self, w: WaitInfo) -> str:
+        """A warning when other waits listen for the same signal name and key: a signal goes
+        to the oldest of them, which may not be this row's."""
+        same = [
+            r.wait
+            for r in self.rows.values()
+            if r.wait.kind != "approval" and (r.wait.name, r.wait.key) == (w.name, w.key)
+        ]
+        if len(same) < 2 or same[0] is w:
+            return ""
+        first = same[0]
+        return (
+            f" {len(same)} waits listen for this signal and key: it goes to the oldest, "
+            f"{_which(first)} of run {first.run_id}, not necessarily this one."
         )
 
     # --- actions ----------------------------------------------------------------------------
@@ -420,13 +446,20 @@ class Inbox(widgets.VBox):
                 comment = row.comment.value.strip() or None
             verb = "approved" if approved else "rejected"
             try:
-                self.engine.approve(w.run_id, w.node_id, approved, actor=actor, comment=comment)
+                self.engine.approve(
+                    w.run_id,
+                    w.node_id,
+                    approved,
+                    actor=actor,
+                    comment=comment,
+                    loop_path=w.loop_path or None,
+                )
             except WfkitError as exc:
                 row.error.error(str(exc))
-                self.message.error(f"{w.node_id} of run {w.run_id} was not {verb}: {exc}")
+                self.message.error(f"{_which(w)} of run {w.run_id} was not {verb}: {exc}")
                 self.refresh()
                 return False
-            self.message.ok(f"{verb} {w.node_id} of run {w.run_id} as {actor}{self._then(w)}")
+            self.message.ok(f"{verb} {_which(w)} of run {w.run_id} as {actor}{self._then(w)}")
             self.refresh()
             return True
 

@@ -43,11 +43,15 @@ def park(
     timer_kind: str,
     detail: dict[str, Any] | None = None,
 ) -> None:
-    """Park a token on a bookmark row, with an optional deadline timer."""
+    """Park a token on a bookmark row, with an optional deadline timer. Inside a for_each the
+    row's detail names the item (``loop_path``, outermost index first): one node's waits of
+    several items are told apart by it (``engine.approve(..., loop_path=)``, the Inbox)."""
+    path = loop_path(cp.flow, cp.run.tokens[token_id]["fr"])
+    detail = {**(detail or {}), **({"loop_path": list(path)} if path else {})}
     cp.set_token(token_id, st="wait")
     deadline = cp.start_timer(token_id, timer_kind, timeout) if timeout is not None else None
     cp.bookmarks_add.append(
-        (token_id, node_id, kind, name, key, cp.now, deadline, json.dumps(detail or {}))
+        (token_id, node_id, kind, name, key, cp.now, deadline, json.dumps(detail))
     )
     info = {"name": name, "key": key, **({"deadline": deadline.isoformat()} if deadline else {})}
     cp.event(f"{kind}.waiting", node_id, token_id, detail=info)

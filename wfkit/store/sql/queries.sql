@@ -148,6 +148,13 @@ SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
 FROM wf_bookmarks WHERE kind = ? AND name = ? AND key = ?
 ORDER BY since LIMIT 1;
 
+-- name: find_bookmarks
+-- every open bookmark of (kind, name, key), oldest first (the approvals of one node of a run,
+-- one per for_each item)
+SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
+FROM wf_bookmarks WHERE kind = ? AND name = ? AND key = ?
+ORDER BY since, token;
+
 -- name: find_bookmark_keyless
 SELECT run_id, token, node_id, kind, name, key, since, deadline, detail
 FROM wf_bookmarks WHERE kind = ? AND name = ? AND key IS NULL
