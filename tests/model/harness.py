@@ -198,10 +198,11 @@ def _apply(
         engine = wf.Engine(target, clock=clock, registry=registry, durability=engine.durability)
     elif kind in ("signal", "approve"):
         want = "wait" if kind == "signal" else "approval"
-        open_ = [n for _, n in model.open_waits() if model.nodes[n].kind == want]
+        open_ = [(t, n) for t, n in model.open_waits() if model.nodes[n].kind == want]
         if not open_:
             return engine, None
-        node = open_[event[1] % len(open_)]
+        tid, node = open_[event[1] % len(open_)]
+        path = model.path(model.tokens[tid].cell)  # inside a for_each: the item's approval
         if kind == "signal":
             payload = {"v": f"p{event[1]}"}
             got = engine.signal(node, key, payload)
@@ -209,12 +210,13 @@ def _apply(
                 return engine, f"signal returned {got}, model {not got}"
         else:
             comment = f"c{event[1]}"
+            item = list(path) if path else None
             try:
-                engine.approve(run.id, node, event[2], actor="ana", comment=comment)
+                engine.approve(run.id, node, event[2], actor="ana", comment=comment, loop_path=item)
             except wf.WfkitError as exc:
-                model.approve(node, event[2], "ana", comment)
+                model.approve(node, event[2], "ana", comment, path)
                 return engine, f"approve raised {exc}"
-            model.approve(node, event[2], "ana", comment)
+            model.approve(node, event[2], "ana", comment, path)
     elif kind == "post":
         waits = [n for n, node in model.nodes.items() if node.kind == "wait"]
         if waits:

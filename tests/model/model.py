@@ -634,16 +634,20 @@ class Model:
         self.posted.append((name, key, payload))
         return False
 
-    def approve(self, node_id: str, approved: bool, actor: str, comment: str) -> bool:
+    def approve(
+        self, node_id: str, approved: bool, actor: str, comment: str, path: Path = ()
+    ) -> bool:  # §2.8: inside a for_each, the approval of the item at ``path``
         for tid, n in self.open_waits():
-            if n == node_id and self.nodes[n].kind == "approval":
+            tok = self.tokens[tid]
+            if n == node_id and self.nodes[n].kind == "approval" and self.path(tok.cell) == path:
                 self.clear_timer(tid)
-                self.outputs[n] = {
+                decision = {
                     "approved": approved,
                     "actor": actor,
                     "comment": comment,
                     "at": self.now.isoformat(),
                 }
+                self.record_output(n, tok.cell, decision)
                 self.leave(tid, "approved" if approved else "rejected")
                 return True
         return False

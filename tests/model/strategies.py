@@ -4,7 +4,8 @@ A case is a workflow, its input, a :class:`~tests.model.plan.Plan` and a schedul
 events. Node ids are short and unique (``s1`` actions, ``d1`` decisions by activity, ``w1``
 waits, ``a1`` approvals); every activity is named after its node, every compensation
 ``undo.<node>``.
-Waits and approvals stay outside for_each bodies (their bookmarks would share a name and key).
+Waits stay outside for_each bodies (their bookmarks would share a signal name and key, and a
+signal goes to the oldest); approvals inside them are decided per item (``loop_path``).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _block(c: _Ctx, b: wf.Steps, where: dict[str, Any], depth: int) -> None:
     draw = c.draw
     kinds = [k for k in _KINDS if depth < 3 or k in ("action", "delay", "if")]
     if where["each"]:
-        kinds = [k for k in kinds if k not in ("wait", "approval", "loop")]
+        kinds = [k for k in kinds if k not in ("wait", "loop")]
     if where["each"] >= 2 or where["flat_each"]:
         kinds = [k for k in kinds if k != "for_each"]
     kind = draw(st.sampled_from(kinds + ["action"] * 5 * where["saga"]))
