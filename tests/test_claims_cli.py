@@ -82,7 +82,7 @@ def test_runs_purge_and_archive_work_on_postgresql(tmp_path: Path) -> None:
         out = tmp_path / "archive"
         archived = invoke("runs", "archive", str(out), "--older-than", "30d", "--db", url)
         assert archived.exit_code == 0, archived.output
-        assert archived.stdout.splitlines()[0] == f"wrote {out / 'wf_instances.parquet'} (1 rows)"
+        assert archived.stdout.splitlines()[0] == f"wrote {out / 'wf_instances.parquet'} (1 row)"
         assert pg_stored(url) == {runs["waiting"]: "waiting"}
         with duckdb.connect() as conn:
             found = conn.execute(

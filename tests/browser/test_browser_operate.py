@@ -392,7 +392,7 @@ def snapshot():
     # status first could see "waiting" from just before the approval committed)
     explain = run.explain()
     return {**run_state(run), "workers": engine.workers_running, "explain": explain,
-            "listed": sorted(r for r, _n, _k in inbox.rows)}
+            "listed": sorted(key[0] for key in inbox.rows)}
 
 
 watch(snapshot)
@@ -448,7 +448,7 @@ def start_when_asked():
 
 
 threading.Thread(target=start_when_asked, daemon=True).start()
-watch(lambda: {"listed": sorted(r for r, _n, _k in inbox.rows)})
+watch(lambda: {"listed": sorted(key[0] for key in inbox.rows)})
 inbox
 """
 

@@ -25,6 +25,7 @@ from wfkit.engine.admission import refusal
 from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
+from wfkit.engine.loops import loop_path as frames_path
 from wfkit.engine.nodes.wait import fit_payload
 from wfkit.engine.records import RunStatus, WaitInfo
 from wfkit.engine.state import RunState
@@ -277,14 +278,6 @@ class Operations:
                 rows = writer.find_bookmark("approval", node, run_id)
             else:
                 rows = self._store.query("find_bookmarks", ["approval", node, run_id])
-                items = [_waiting_path(r[8]) for r in rows]
-                rows = [r for r, path in zip(rows, items, strict=True) if path == wanted]
-                if items and not rows:
-                    raise SignalError(
-                        f"run {run_id} has no open approval {node!r} for item "
-                        f"{list(wanted)} (open for items: "
-                        f"{', '.join(str(list(p)) for p in items)}); check engine.waiting()"
-                    )
             if not rows:
                 open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
                 raise SignalError(
@@ -293,6 +286,8 @@ class Operations:
                 )
             token_id = rows[0][1]
             with self._holding(run_id) as run:
+                if wanted is not None:  # the item's approval, by where its token stands
+                    token_id = _approval_of_item(run, run_id, node, wanted, rows)
                 token = run.tokens.get(token_id)
                 if token is None or token["node"] != node or token["st"] != "wait":
                     raise SignalError(
@@ -495,7 +490,7 @@ class Operations:
         waits = []
         for r in self._store.query("bookmarks"):
             detail = json.loads(r[8] or "{}")
-            path = tuple(int(i) for i in detail.get("loop_path", ()))
+            path = tuple(int(i) for i in detail.get("loop_path", ()))  # park() writes it
             waits.append(WaitInfo(r[0], r[2], r[3], r[4], r[5], r[6], r[7], detail, path))
         return waits
 
@@ -504,8 +499,10 @@ def _loop_path(value: Sequence[int] | None) -> tuple[int, ...] | None:
     """``loop_path=`` as given to approve: None, or a sequence of item indexes."""
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    if (
+        not isinstance(value, Sequence)
+        or isinstance(value, (str, bytes))
+        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)
     ):
         raise UsageError(
             f"loop_path={value!r}: give the item's for_each indexes as a list of integers, "
@@ -515,10 +512,25 @@ def _loop_path(value: Sequence[int] | None) -> tuple[int, ...] | None:
     return tuple(value)
 
 
-def _waiting_path(detail: Any) -> tuple[int, ...]:
-    """The for_each item of a bookmark row, from its detail (``()`` outside any for_each)."""
-    parsed = json.loads(detail or "{}") if isinstance(detail, str) else dict(detail or {})
-    return tuple(int(i) for i in parsed.get("loop_path", ()))
+def _approval_of_item(
+    run: RunState, run_id: str, node: str, wanted: tuple[int, ...], rows: list[Any]
+) -> str:
+    """The token of the open approval ``node`` of the for_each item ``wanted``, among the
+    bookmark ``rows``; the item is read from the token's frames (bookmarks written before
+    their detail named it are found too)."""
+    items: dict[str, tuple[int, ...]] = {}
+    for row in rows:
+        token = run.tokens.get(row[1])
+        if token is not None:
+            items[row[1]] = frames_path(run.flow, token["fr"])
+    for token_id, path in items.items():
+        if path == wanted:
+            return token_id
+    listed = ", ".join(str(list(path)) for path in sorted(items.values())) or "none"
+    raise SignalError(
+        f"run {run_id} has no open approval {node!r} for item {list(wanted)} (open for items: "
+        f"{listed}); check engine.waiting()"
+    )
 
 
 _posted = itertools.count()
