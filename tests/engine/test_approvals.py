@@ -331,6 +331,20 @@ def test_an_item_that_has_no_open_approval_is_refused_and_nothing_changes(engine
     assert snapshot(engine) == before
 
 
+def test_an_item_is_found_by_its_token_where_the_bookmark_does_not_name_it(engine, acts) -> None:
+    """Bookmarks written before their detail named the item (an upgrade with runs waiting)."""
+    acts.noop("prepare", "publish", "done")
+    engine.register(batch_flow())
+    run = engine.start("batch", {"items": ["a", "b"]})
+    engine.run_until_idle()
+    engine.sql("UPDATE wf_bookmarks SET detail = '{}'")
+    assert [w.loop_path for w in engine.waiting()] == [(), ()]
+
+    engine.approve(run.id, "review", loop_path=[1], actor="ana")
+    engine.run_until_idle()
+    assert [c.item for c in acts.calls if c.name == "publish"] == ["b"]
+
+
 def test_nested_for_each_approvals_are_told_apart_by_their_whole_loop_path(engine, acts) -> None:
     acts.noop("prepare", "publish", "done")
     engine.register(
