@@ -9,7 +9,6 @@ fuzzes every operation of the OpenAPI document the server publishes.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import stat
@@ -27,6 +26,7 @@ import httpx
 import pytest
 
 from tests.api import http_flows
+from tests.api.serving import server_env, wait_for
 
 FLOWS = Path(__file__).with_name("http_flows.py")
 BIN = Path(sys.executable).parent
@@ -53,21 +53,6 @@ class Server:
         return httpx.Client(base_url=f"{self.url}/api/v1", headers=headers, trust_env=False)
 
 
-def _wait_for(what: str, probe: Callable[[], Any], timeout: float = 20.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail saying ``what`` never happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "WFKIT_API_TOKEN": TOKEN, "NO_COLOR": "1", "COLUMNS": "400"}
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("http")
@@ -77,7 +62,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     command += ["--module", str(FLOWS), "--no-access-log"]
     with log.open("wb") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=_env(), umask=0o022
+            command, stdout=out, stderr=subprocess.STDOUT, env=server_env(TOKEN), umask=0o022
         )
     try:
 
@@ -85,12 +70,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert process.poll() is None, f"wfkit serve exited:\n{log.read_text()}"
             return json.loads(sidecar.read_text()) if sidecar.exists() else None
 
-        info = _wait_for("the sidecar file", started)
+        info = wait_for("the sidecar file", started)
         assert info["pid"] == process.pid and info["token"] == TOKEN
         assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
         running = Server(info["url"], db, log, process)
         with running.client(None) as anonymous:
-            _wait_for("/health", lambda: anonymous.get("/health").status_code == 200)
+            wait_for("/health", lambda: anonymous.get("/health").status_code == 200)
         yield running
     finally:
         process.send_signal(signal.SIGTERM)
@@ -130,7 +115,7 @@ def _run_when(api: httpx.Client, run_id: str, ok: Callable[[dict[str, Any]], boo
         run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
         return run if ok(run) else None
 
-    return _wait_for(f"run {run_id} to move on", probe)
+    return wait_for(f"run {run_id} to move on", probe)
 
 
 def _waiting_on(api: httpx.Client, run_id: str, node: str) -> dict[str, Any]:
@@ -138,7 +123,7 @@ def _waiting_on(api: httpx.Client, run_id: str, node: str) -> dict[str, Any]:
         waits = api.get("/waiting").json()["waits"]
         return next((w for w in waits if w["run_id"] == run_id and w["node_id"] == node), None)
 
-    return _wait_for(f"run {run_id} to wait at {node!r}", probe)  # type: ignore[no-any-return]
+    return wait_for(f"run {run_id} to wait at {node!r}", probe)  # type: ignore[no-any-return]
 
 
 def _order() -> str:
@@ -227,7 +212,7 @@ def test_a_short_token_is_refused_at_start_up(tmp_path: Path) -> None:
         [str(WFKIT), "serve", "--db", str(db), "--port", "0"],
         capture_output=True,
         text=True,
-        env={**_env(), "WFKIT_API_TOKEN": "a"},
+        env={**server_env(TOKEN), "WFKIT_API_TOKEN": "a"},
         timeout=20,
         check=False,
     )
@@ -493,7 +478,12 @@ def test_bad_requests_are_problem_documents(api: httpx.Client) -> None:
 
 def _wfkit(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(WFKIT), *args], capture_output=True, text=True, env=_env(), timeout=60, check=False
+        [str(WFKIT), *args],
+        capture_output=True,
+        text=True,
+        env=server_env(TOKEN),
+        timeout=60,
+        check=False,
     )
 
 
@@ -675,7 +665,7 @@ def test_schemathesis_finds_no_server_error_and_no_off_schema_answer(
         timeout=150,
         check=False,
         cwd=tmp_path,  # where it finds schemathesis.toml
-        env={**_env(), "SCHEMATHESIS_TELEMETRY": "false"},
+        env={**server_env(TOKEN), "SCHEMATHESIS_TELEMETRY": "false"},
     )
     took = time.monotonic() - began
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-4000:]

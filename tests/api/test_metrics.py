@@ -12,14 +12,12 @@ must name its run, node, attempt and workflow.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,43 +28,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import wfkit as wf
 from tests.api import metrics_flows
+from tests.api.serving import server_env, wait_for
 from tests.postgres import postgres_database
+from tests.prometheus import samples, value
 
 FLOWS = Path(__file__).with_name("metrics_flows.py")
 WFKIT = Path(sys.executable).parent / "wfkit"
 TOKEN = "metrics-token-" + uuid.uuid4().hex
 
 pytestmark = pytest.mark.slow
-
-
-def _wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail saying ``what`` never happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "WFKIT_API_TOKEN": TOKEN, "NO_COLOR": "1", "COLUMNS": "400"}
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Every sample of a scrape: (name, labels) -> value."""
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(
-    found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return found.get((name, frozenset(labels.items())), 0.0)
 
 
 @dataclass
@@ -96,16 +66,16 @@ def _serve(folder: Path, *flags: str) -> Server:
     command = [str(WFKIT), "serve", "--db", str(db), "--port", "0", "--threads", "2"]
     command += ["--module", str(FLOWS), *flags]
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=_env())
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=server_env(TOKEN))
 
     def started() -> dict[str, Any] | None:
         assert process.poll() is None, f"wfkit serve exited:\n{err.read_text()}"
         return json.loads(sidecar.read_text()) if sidecar.exists() else None
 
-    info = _wait_for("the sidecar file", started)
+    info = wait_for("the sidecar file", started)
     server = Server(info["url"], out, err, process)
     with server.client(None) as anonymous:
-        _wait_for("/health", lambda: anonymous.get("/api/v1/health").status_code == 200)
+        wait_for("/health", lambda: anonymous.get("/api/v1/health").status_code == 200)
     return server
 
 
@@ -135,9 +105,9 @@ def test_a_scrape_counts_the_runs_steps_commits_and_waits(json_server: Server) -
         waiting = [_start(api, "m-wait") for _ in range(3)]
         failing = [_start(api, "m-fail") for _ in range(2)]
         for run_id in waiting:
-            _wait_for(f"{run_id} to wait", lambda r=run_id: _status(api, r) == "waiting")
+            wait_for(f"{run_id} to wait", lambda r=run_id: _status(api, r) == "waiting")
         for run_id in failing:
-            _wait_for(f"{run_id} to fail", lambda r=run_id: _status(api, r) == "failed")
+            wait_for(f"{run_id} to fail", lambda r=run_id: _status(api, r) == "failed")
         answer = api.get("/metrics")
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("text/plain")
@@ -179,7 +149,7 @@ def test_a_scrape_counts_the_runs_steps_commits_and_waits(json_server: Server) -
         def moved() -> bool:
             return sorted(_status(api, r) for r in waiting) == ["completed", "waiting", "waiting"]
 
-        _wait_for("one run to complete", moved)
+        wait_for("one run to complete", moved)
         after = samples(api.get("/metrics").text)
     assert value(after, "wfkit_runs", workflow="m-wait", status="waiting") == 2
     assert value(after, "wfkit_runs", workflow="m-wait", status="completed") == 1
@@ -253,7 +223,7 @@ def test_worker_serves_metrics_on_its_port_and_logs_json(tmp_path: Path) -> None
                         return where.group(1)
                 return None
 
-            endpoint: str = _wait_for("the worker's start line", started)
+            endpoint: str = wait_for("the worker's start line", started)
             assert endpoint.startswith("http://127.0.0.1:")
             with wf.Engine(url) as engine:  # starts runs; runs no workers of its own
                 engine.register(metrics_flows.waiting)
@@ -261,7 +231,7 @@ def test_worker_serves_metrics_on_its_port_and_logs_json(tmp_path: Path) -> None
                 runs = [engine.start("m-wait", {}) for _ in range(2)]
                 runs.append(engine.start("m-fail", {}))
                 for run in runs:
-                    _wait_for(
+                    wait_for(
                         f"{run.id} to settle",
                         lambda r=run: r.status.value in ("waiting", "failed"),
                     )
@@ -277,7 +247,7 @@ def test_worker_serves_metrics_on_its_port_and_logs_json(tmp_path: Path) -> None
                     )
                     return found if done == 2 else None
 
-                found = _wait_for("the worker's counters", scraped)
+                found = wait_for("the worker's counters", scraped)
             assert (
                 value(found, "wfkit_steps_failed_total", workflow="m-fail", activity="mtest.boom")
                 == 1

@@ -519,15 +519,21 @@ def screenshot(tmp_path: Path) -> Callable[[Any, str], Path]:
 # --- JupyterLab -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[LabServer]:
-    """One fresh JupyterLab for the session (tests/browser/jupyterlab.py), serving copies of
-    notebooks/ and running kernels of this venv that import the wfkit checked out here."""
+def serving_lab(home: Path) -> Iterator[LabServer]:
+    """A fresh Jupyter server (tests/browser/jupyterlab.py) on a free port, with ``home`` as its
+    home, until the generator is closed (the body of a Lab fixture: ``yield from``)."""
     if importlib.util.find_spec("jupyterlab") is None:
         unavailable("jupyterlab is not installed: pip install -e '.[browser]' (or make test)")
-    server = LabServer(home=tmp_path_factory.mktemp("lab"), port=free_port())
+    server = LabServer(home=home, port=free_port())
     try:
         server.start()
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[LabServer]:
+    """One fresh JupyterLab for the session, serving copies of notebooks/ and running kernels
+    of this venv that import the wfkit checked out here."""
+    yield from serving_lab(tmp_path_factory.mktemp("lab"))

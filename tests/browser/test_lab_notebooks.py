@@ -73,6 +73,28 @@ def shoot(page: Page, target: Any, name: str, screenshot: Callable[[Any, str], P
     page.wait_for_timeout(200)
 
 
+def run_all_problems(notebook: LabPage, name: str) -> list[str]:
+    """Run All in ``notebook`` (notebook file ``name``), then every problem found: error outputs,
+    cells never run, missing widget views, and the layout problems of every tab in turn."""
+    progress = notebook.run_all()
+    problems = [f"error output: {e}" for e in progress.errors]
+    if progress.unrun:
+        problems.append(f"code cells never ran: {progress.unrun}")
+    views, surfaces = WIDGETS.get(name, (0, 0))
+    seen = notebook.wait_for_widgets(views, surfaces)
+    problems += [f"widget failed to display: {text}" for text in seen["failed"]]
+    if seen["views"] < views or seen["surfaces"] < surfaces:
+        problems.append(
+            f"after Run All {seen['views']} widget views and {seen['surfaces']} graph "
+            f"surfaces show; expected at least {views} and {surfaces}"
+        )
+    problems += layout(notebook, "")
+    for index in range(notebook.tab_count()):  # every tab of every tab widget, in turn
+        label = notebook.select_tab(index)
+        problems += layout(notebook, f"[tab {label}] ")
+    return problems
+
+
 def layout(notebook: LabPage, where: str) -> list[str]:
     """Every picture wider than its output area, clipped control, word broken mid-way, and text
     too faint to read against its background."""
@@ -97,22 +119,7 @@ def test_run_all_in_jupyterlab(
     notebook = LabPage(lab, lab_page, path)
     try:
         notebook.open(theme)
-        progress = notebook.run_all()
-        problems = [f"error output: {e}" for e in progress.errors]
-        if progress.unrun:
-            problems.append(f"code cells never ran: {progress.unrun}")
-        views, surfaces = WIDGETS.get(name, (0, 0))
-        seen = notebook.wait_for_widgets(views, surfaces)
-        problems += [f"widget failed to display: {text}" for text in seen["failed"]]
-        if seen["views"] < views or seen["surfaces"] < surfaces:
-            problems.append(
-                f"after Run All {seen['views']} widget views and {seen['surfaces']} graph "
-                f"surfaces show; expected at least {views} and {surfaces}"
-            )
-        problems += layout(notebook, "")
-        for index in range(notebook.tab_count()):  # every tab of every tab widget, in turn
-            label = notebook.select_tab(index)
-            problems += layout(notebook, f"[tab {label}] ")
+        problems = run_all_problems(notebook, name)
         for view, tab, file_name in SHOTS.get((name, theme), []):
             if tab is not None:
                 lab_page.locator(".lm-TabBar-tab", has_text=tab).first.click()

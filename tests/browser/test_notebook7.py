@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.conftest import ConsoleLog, checked_page, free_port
+from tests.browser.conftest import ConsoleLog, checked_page, serving_lab
 from tests.browser.jupyterlab import NOTEBOOKS, THEMES, LabPage, LabServer
-from tests.browser.test_lab_notebooks import VIEWPORT, WIDGETS, layout
+from tests.browser.test_lab_notebooks import VIEWPORT, run_all_problems
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Error, Page
@@ -57,12 +57,7 @@ class Notebook7Console(ConsoleLog):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[LabServer]:
     """A fresh Jupyter server for Notebook 7 alone (no state left by the Lab tests)."""
-    server = LabServer(home=tmp_path_factory.mktemp("notebook7"), port=free_port())
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from serving_lab(tmp_path_factory.mktemp("notebook7"))
 
 
 @pytest.fixture
@@ -93,22 +88,7 @@ def test_run_all_in_notebook_7(lab: LabServer, notebook7_page: Page, name: str, 
         assert notebook7_page.locator("#main-panel .jp-NotebookPanel").count() == 1, (
             "not Notebook 7's single-document page"
         )
-        progress = notebook.run_all()
-        problems = [f"error output: {e}" for e in progress.errors]
-        if progress.unrun:
-            problems.append(f"code cells never ran: {progress.unrun}")
-        views, surfaces = WIDGETS.get(name, (0, 0))
-        seen = notebook.wait_for_widgets(views, surfaces)
-        problems += [f"widget failed to display: {text}" for text in seen["failed"]]
-        if seen["views"] < views or seen["surfaces"] < surfaces:
-            problems.append(
-                f"after Run All {seen['views']} widget views and {seen['surfaces']} graph "
-                f"surfaces show; expected at least {views} and {surfaces}"
-            )
-        problems += layout(notebook, "")
-        for index in range(notebook.tab_count()):
-            label = notebook.select_tab(index)
-            problems += layout(notebook, f"[tab {label}] ")
+        problems = run_all_problems(notebook, name)
         assert not problems, (
             f"{name} in Notebook 7 ({THEMES[theme]}, 1280x800) has {len(problems)} problems:\n"
             + "\n".join(f"  - {p}" for p in problems)

@@ -17,28 +17,18 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 import wfkit as wf
 from tests.engine.conftest import Activities, OpenEngine
+from tests.prometheus import Samples, samples
+from tests.prometheus import value as at
 from wfkit.engine.logformat import JsonFormatter, configure_logging
 from wfkit.engine.metrics import enable_metrics
 from wfkit.errors import UsageError
 
 
-def scrape(engine: wf.Engine) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    text = generate_latest(enable_metrics(engine).registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def at(
-    found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return found.get((name, frozenset(labels.items())), 0.0)
+def scrape(engine: wf.Engine) -> Samples:
+    return samples(generate_latest(enable_metrics(engine).registry).decode())
 
 
 def _flows(acts: Activities) -> tuple[wf.Workflow, wf.Workflow]:

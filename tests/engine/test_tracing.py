@@ -382,27 +382,15 @@ def test_the_global_tracer_provider_is_used_by_default(db_path, acts, clock) -> 
 
 @pytest.mark.slow
 def test_an_attempt_on_a_dask_worker_process_runs_in_the_runs_trace(
-    traced, acts, exporter, tmp_path
+    traced, acts, exporter, client
 ) -> None:
-    distributed = pytest.importorskip("distributed")
-    root = str(Path(__file__).resolve().parents[2])
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p
-    )
-    cluster = wf.DaskExecutor.local_cluster(
-        n_workers=1, threads_per_worker=1, dashboard_address=":0"
-    )
-    try:
-        with distributed.Client(cluster) as client:
-            acts.registry.register("seen", ta.seen_trace)
-            engine = traced(executor=wf.DaskExecutor(client))
-            engine.register(wf.Workflow("remote").start_with("seen"))
-            run = engine.start("remote", {})
-            engine.run_until_idle()
-            assert run.status == wf.RunStatus.COMPLETED
-            output = run.outputs["seen"]
-    finally:
-        cluster.close()
+    acts.registry.register("seen", ta.seen_trace)
+    engine = traced(executor=wf.DaskExecutor(client))  # the engine tests' LocalCluster
+    engine.register(wf.Workflow("remote").start_with("seen"))
+    run = engine.start("remote", {})
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    output = run.outputs["seen"]
     root_span = run_span(exporter, "remote")
     assert root_span.context is not None
     assert output["pid"] != os.getpid()

@@ -35,7 +35,7 @@ import mimetypes
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
@@ -203,12 +203,8 @@ class _Encoded:
         if self.data is not None:
             return hashlib.sha256(self.data).hexdigest(), len(self.data)
         assert self.file is not None
-        sha, size = hashlib.sha256(), 0
         with self.file.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                sha.update(chunk)
-                size += len(chunk)
-        return sha.hexdigest(), size
+            return _sha256(handle)
 
 
 def _module(value: Any) -> str:
@@ -456,14 +452,19 @@ def _read(fs: Any, path: str, uri: str) -> bytes:
 
 
 def _digest_file(fs: Any, path: str, uri: str) -> tuple[str, int]:
-    sha, size = hashlib.sha256(), 0
     try:
         with fs.open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                sha.update(chunk)
-                size += len(chunk)
+            return _sha256(handle)
     except FileNotFoundError:
         raise _missing(uri) from None
+
+
+def _sha256(handle: Any) -> tuple[str, int]:
+    """The sha256 and size of what ``handle`` reads, in chunks of 1 MiB."""
+    sha, size = hashlib.sha256(), 0
+    for chunk in iter(lambda: handle.read(1 << 20), b""):
+        sha.update(chunk)
+        size += len(chunk)
     return sha.hexdigest(), size
 
 
@@ -555,6 +556,3 @@ class AttemptArtifacts:
 
 def _at(where: str, key: Any) -> str:
     return f"{where}.{key}" if isinstance(key, str) and key.isidentifier() else f"{where}[{key!r}]"
-
-
-Loader = Callable[[Any], Any]

@@ -33,7 +33,6 @@ import importlib
 import logging
 import os
 import pickle
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -152,7 +151,7 @@ class DaskExecutor:
         self.registry: ActivityRegistry | None = None
         self.placed: dict[tuple[str, str, int], tuple[str, int]] = {}
         self._lock = threading.Lock()
-        self._pending: dict[Any, tuple[Job, Callable[[AttemptResult], None], float]] = {}
+        self._pending: dict[Any, tuple[Job, Callable[[AttemptResult], None]]] = {}
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition(self._lock)
         self.rerun_check = rerun_check
@@ -188,13 +187,18 @@ class DaskExecutor:
         if job.cancel.is_set():
             done(run_attempt(job, _now))  # says it was never started
             return
-        head = dataclasses.replace(
+        head = dataclasses.replace(  # what a failed result needs: no data, no function
             job,
             function=_missing,
             heartbeat=None,
             cancel=CancelFlag(),
             model=None,
             output_type=None,
+            data_json="",
+            outputs_json="",
+            input_json=None,
+            item_json=None,
+            own_output=(),
         )
         try:
             shipped = _pickle(job)
@@ -207,20 +211,13 @@ class DaskExecutor:
             _on_worker, shipped, head, marker, key=key, pure=False, retries=0
         )
         with self._lock:
-            self._pending[future] = (job, done, time.monotonic())
+            self._pending[future] = (job, done)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._dispatch, name="wfkit-dask", daemon=True
                 )
                 self._thread.start()
         future.add_done_callback(self._finish)  # on the client's callback thread
-
-    def run(self, jobs: list[Job]) -> list[AttemptResult]:
-        """Run ``jobs`` on the cluster and wait for all of them (inline driving)."""
-        box: queue.SimpleQueue[AttemptResult] = queue.SimpleQueue()
-        for job in jobs:
-            self.submit(job, box.put)
-        return [box.get() for _ in jobs]
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until no attempt is out on the cluster; True when none is."""
@@ -234,10 +231,14 @@ class DaskExecutor:
         return True
 
     def _dispatch(self) -> None:
-        """Cancel the futures of attempts the engine cancelled; beat for those still out."""
+        """Cancel the futures of attempts the engine cancelled; beat for those still out. Ends
+        when nothing is out (``submit`` starts it again)."""
         beat = time.monotonic()
         while True:
             with self._lock:
+                if not self._pending and not self._stale:
+                    self._thread = None
+                    return
                 pending = list(self._pending.items())
                 stale, self._stale = self._stale, []
             for marker in stale:  # a cleared Dask event is deleted from the scheduler
@@ -245,12 +246,12 @@ class DaskExecutor:
                     _distributed().Event(marker, client=self.client).clear()
                 except Exception:  # the cluster went away: nothing left to delete
                     pass
-            for future, (job, _done, _since) in pending:
+            for future, (job, _done) in pending:
                 if job.cancel.is_set() and not future.done():
                     future.cancel()
             if time.monotonic() - beat >= HEARTBEAT_EVERY:
                 beat = time.monotonic()
-                for _future, (job, _done, _since) in pending:
+                for _future, (job, _done) in pending:
                     if job.heartbeat is not None:
                         try:
                             job.heartbeat()
@@ -263,7 +264,7 @@ class DaskExecutor:
             entry = self._pending.get(future)
         if entry is None:
             return
-        job, done, _since = entry
+        job, done = entry
         result = self._outcome(future, job)
         try:
             done(result)

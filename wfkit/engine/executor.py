@@ -274,10 +274,7 @@ def run_attempt(
         loader=load_artifact,
     )
     try:
-        if job.trace_parent:  # spans the activity makes belong to the run's trace
-            with attached(job.trace_parent):
-                _attempt(job, ctx, data, base, threads, result)
-        else:
+        with attached(job.trace_parent):  # spans the activity makes join the run's trace
             _attempt(job, ctx, data, base, threads, result)
     finally:
         result.logs = logger.finish()

@@ -692,15 +692,14 @@ class Scheduler:
         """Run ``jobs`` here, but those the executor takes, which run on its cluster meanwhile."""
         if self.executor is None:
             return [run_attempt(job, self.clock.now, self.threads) for job in jobs]
-        remote = [job for job in jobs if self.executor.takes(job)]
+        remote: list[Job] = []
+        here: list[Job] = []
+        for job in jobs:
+            (remote if self.executor.takes(job) else here).append(job)
         box: queue.SimpleQueue[AttemptResult] = queue.SimpleQueue()
         for job in remote:
             self.executor.submit(job, box.put)
-        results = [
-            run_attempt(job, self.clock.now, self.threads)
-            for job in jobs
-            if not self.executor.takes(job)
-        ]
+        results = [run_attempt(job, self.clock.now, self.threads) for job in here]
         return results + [box.get() for _ in remote]
 
     # --- threads --------------------------------------------------------------------------------
