@@ -398,3 +398,21 @@ def test_an_attempt_on_a_dask_worker_process_runs_in_the_runs_trace(
     assert output["span_id"] == f"{root_span.context.span_id:016x}"
     (attempt,) = named(exporter, "seen")
     assert parent_id(attempt) == root_span.context.span_id
+
+
+def test_a_provider_that_records_nothing_keeps_nothing_of_ended_runs(open_engine, acts) -> None:
+    """opentelemetry-api without an SDK (a no-op provider): runs have no trace, and what the
+    engine notes of their attempts goes when they end (no memory per run left behind)."""
+    from opentelemetry import trace
+
+    acts.noop("a", "b")
+    engine = open_engine(tracer_provider=trace.NoOpTracerProvider())
+    engine.register(wf.Workflow("quiet").start_with("a").then("b"))
+    runs = [engine.start("quiet", {}) for _ in range(20)]
+    engine.run_until_idle()
+    assert {run.status for run in runs} == {wf.RunStatus.COMPLETED}
+    tracing = engine._writer.tracing
+    assert tracing is not None
+    assert (tracing._ended, tracing._created, tracing._live, tracing._new) == ({}, {}, {}, {})
+    assert not any(tracing._parents.get(run.id) for run in runs)
+    assert [r for r in tracing._parents if r in {run.id for run in runs}] == []

@@ -105,7 +105,7 @@ class EngineMetrics:
             buckets=BATCH_BUCKETS,
             registry=reg,
         )
-        reg.register(_StoreCollector(engine, prom))
+        reg.register(_StoreCollector(engine))
 
     def on_start(self, job: Job) -> None:
         """An attempt was handed to the workers."""
@@ -136,7 +136,7 @@ class EngineMetrics:
 class _StoreCollector:
     """Gauges read when scraped: one grouped query each over runs and waits, and the queues."""
 
-    def __init__(self, engine: Engine, prom: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.families = importlib.import_module("prometheus_client.core")
 

@@ -144,8 +144,10 @@ class Tracing:
         self._ended: dict[tuple[str, str, int], datetime] = {}
 
     def ended(self, run_id: str, token_id: str, attempt: int, at: datetime) -> None:
-        """An attempt's result reached the writer: remember when the attempt returned."""
-        self._ended[(run_id, token_id, attempt)] = at
+        """An attempt's result reached the writer: remember when the attempt returned (not for
+        a run known to have no trace: nothing would take it back)."""
+        if self._parents.get(run_id) != "":
+            self._ended[(run_id, token_id, attempt)] = at
 
     # --- admission ------------------------------------------------------------------------------
 
@@ -213,7 +215,10 @@ class Tracing:
                 continue
             text = self.parent_of(rows.run_id)
             run = runs.get(rows.run_id)
-            if not text or run is None:
+            if not text or run is None:  # no spans: still forget an ended run (no leak)
+                if any(event[3] in _RUN_ENDS for event in rows.events):
+                    self._forget(rows.run_id)
+                    self._created.pop(rows.run_id, None)
                 continue
             parent = self._propagator.extract({"traceparent": text})
             for event in rows.events:
@@ -224,13 +229,14 @@ class Tracing:
 
     def _event(self, run: RunState, parent: Any, event: tuple[Any, ...]) -> None:
         run_id, _seq, at, kind, node_id, token, attempt, started_at = event[:8]
-        error, detail = event[9], json.loads(event[13]) if event[13] else {}
+        error = event[9]
         if kind in PARKS and token is not None:
             self._parked[(run_id, token)] = (PARKS[kind], at)
         elif kind in _RESUMES and token is not None:
             self._wait(run, parent, token, node_id, at, kind)
         elif kind in ATTEMPT_OUTCOMES and node_id is not None and attempt is not None:
             end = self._ended.pop((run_id, token, attempt), None) or at
+            detail = json.loads(event[13]) if event[13] else {}
             self._attempt(
                 run, parent, kind, node_id, attempt, started_at or end, end, error, detail
             )
