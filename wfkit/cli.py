@@ -30,6 +30,30 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from wfkit import __version__
+
+        typer.echo(f"wfkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print wfkit's version and exit",
+        ),
+    ] = False,
+) -> None:
+    """wfkit: durable workflows defined as networkx graphs."""
+
+
 Target = Annotated[
     str,
     typer.Argument(
