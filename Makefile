@@ -5,13 +5,22 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT   := wfkit tests scripts $(wildcard benchmarks)
 
-.PHONY: demo test lint format graphviz browser postgres clean
+# one pytest-xdist worker per core; tests sharing a server or a cluster run on one worker
+# (their xdist groups are set in tests/conftest.py)
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadgroup
+
+.PHONY: demo test check lint format graphviz browser postgres clean
 
 demo: $(STAMP) graphviz
 	$(BIN)/wfkit demo
 
+# the whole suite, as CI runs it: notebooks and real browsers included
 test: $(STAMP) graphviz browser postgres lint
-	$(BIN)/python -m pytest
+	$(PYTEST)
+
+# before each commit: lint and every test but the browser and notebook ones
+check: $(STAMP) graphviz postgres lint
+	$(PYTEST) -m "not browser and not notebook"
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT)

@@ -18,6 +18,8 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from traitlets import default
 
+pytestmark = pytest.mark.notebook
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 WHERE_AM_I = "import sys; print(sys.executable, end='')"

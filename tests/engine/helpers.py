@@ -4,7 +4,6 @@ wait for a worker thread or another engine."""
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,23 +36,6 @@ def rows(engine: wf.Engine, sql: str) -> list[tuple[Any, ...]]:
 def is_postgres(target: Any) -> bool:
     """Whether ``target`` (the ``db_path`` fixture, ``engine.target``) is a PostgreSQL URL."""
     return str(target).startswith("postgresql://")
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """The first true value of ``check()``, or its last value once ``timeout`` seconds passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.02)
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    """Like :func:`eventually`, but fail the test (naming ``what``) when the time runs out."""
-    value = eventually(check, timeout)
-    assert value, f"timed out waiting until {what}"
-    return value
 
 
 def charge_then_fail_each_line() -> wf.Workflow:

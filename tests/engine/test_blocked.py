@@ -9,14 +9,11 @@ activity completes it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 import wfkit as wf
 from tests.engine.conftest import Activities, OpenEngine
+from tests.polling import eventually
 from wfkit.engine.vocabulary import NodeStatus
 
 BLOCKED = (
@@ -40,15 +37,6 @@ def without_b(acts: Activities) -> wf.ActivityRegistry:
 def jobs(engine: wf.Engine, run_id: str) -> list[tuple[str, str]]:
     rows = engine.sql(f"SELECT node_id, status FROM wf_jobs WHERE run_id = '{run_id}'").fetchall()
     return [(str(n), str(s)) for n, s in rows]
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def test_a_step_whose_activity_is_not_registered_here_is_blocked_and_explained(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import wfkit as wf
-from tests.engine.helpers import run_to_idle, wait_until
+from tests.engine.helpers import run_to_idle
+from tests.polling import wait_until
 
 from .conftest import Activities
 from .test_drain import Gate

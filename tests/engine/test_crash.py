@@ -31,9 +31,11 @@ from types import ModuleType
 import pytest
 
 import wfkit as wf
+from tests.scale import count
 
 CHILD = Path(__file__).with_name("crash_child.py")
-KILLS = 6  # the first lands around start-up (import, migrations, start); the others mid-run
+# the first kill lands around start-up (import, migrations, start); the others mid-run
+KILLS = count(6, 3)
 STARTUP_DELAY = (0.3, 0.6)  # seconds after launch (importing wfkit alone takes ~0.4 s)
 RUN_DELAY = (0.05, 0.4)  # seconds after the launch's first activity line
 LAUNCH_TIMEOUT = 30.0  # seconds for the last launch to finish the run

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.polling import wait_until
 
 
 def kinds(run: wf.Run) -> list[tuple[str, str | None]]:
@@ -27,13 +28,6 @@ def event(run: wf.Run, kind: str, node_id: str | None = None) -> wf.Event:
 
 def position(run: wf.Run, kind: str, node_id: str | None = None) -> int:
     return kinds(run).index((kind, node_id))
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.01)
 
 
 def draining(run: wf.Run) -> bool:

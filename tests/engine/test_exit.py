@@ -22,6 +22,7 @@ from types import ModuleType
 import pytest
 
 import wfkit as wf
+from tests.scale import count
 
 CHILD = Path(__file__).with_name("exit_child.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ def _load_child() -> ModuleType:
 child = _load_child()
 
 
-LAUNCHES = 4  # per case on DuckDB: the old abort hit about 40% of launches
+LAUNCHES = count(4, 1)  # per case on DuckDB: the old abort hit about 40% of launches
 
 
 @pytest.fixture(params=["duckdb", "postgres"])

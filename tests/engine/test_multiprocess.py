@@ -37,6 +37,7 @@ import pytest
 
 import wfkit as wf
 from tests.postgres import postgres_database
+from tests.scale import count
 
 pytestmark = pytest.mark.slow
 
@@ -277,8 +278,8 @@ def _doubles(lines: list[tuple[str, str, int]], again: dict[tuple[str, str], int
 # --- (a) no crash: exactly once, spread over the workers ----------------------------------------
 
 
-def test_four_workers_complete_a_thousand_runs_each_step_exactly_once(tmp_path: Path) -> None:
-    runs_wanted = 1000
+def test_four_workers_complete_many_runs_each_step_exactly_once(tmp_path: Path) -> None:
+    runs_wanted = count(1000, 200)
     with cluster(tmp_path) as group:
         # no worker dies here: a long lease keeps a worker starved of CPU for seconds (a busy
         # CI machine) from losing its runs, which would rightly run their steps again
@@ -320,7 +321,7 @@ def test_four_workers_complete_a_thousand_runs_each_step_exactly_once(tmp_path: 
 def test_a_worker_stopped_mid_run_finishes_its_attempts_and_hands_its_runs_over(
     tmp_path: Path,
 ) -> None:
-    runs_wanted = 300
+    runs_wanted = count(300, 100)
     with cluster(tmp_path) as group:
         group.launch(3, sleep=0.02)
         leaving = group.workers[0]
@@ -372,7 +373,7 @@ def _wait_holding(engine: wf.Engine, group: Cluster, worker: Worker, total: int)
 def test_a_killed_workers_runs_are_finished_by_the_others_after_its_lease(
     tmp_path: Path,
 ) -> None:
-    runs_wanted = 400
+    runs_wanted = count(400, 100)
     with cluster(tmp_path) as group:
         group.launch(4, sleep=0.02)
         victim = group.workers[0]

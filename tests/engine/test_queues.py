@@ -17,7 +17,8 @@ import pytest
 
 import wfkit as wf
 from tests.engine.conftest import Activities, OpenEngine
-from tests.engine.helpers import events, eventually, is_postgres, run_to_idle
+from tests.engine.helpers import events, is_postgres, run_to_idle
+from tests.polling import eventually
 from wfkit.engine.vocabulary import NodeStatus
 
 GPU_WAITS = (

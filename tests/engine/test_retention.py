@@ -18,7 +18,8 @@ import duckdb
 import pytest
 
 import wfkit as wf
-from tests.engine.helpers import kinds, run_to_idle, wait_until
+from tests.engine.helpers import kinds, run_to_idle
+from tests.polling import wait_until
 from wfkit.engine import archive as archive_module
 from wfkit.engine.retention import RUN_TABLES
 from wfkit.store.queries import has_query, migrations

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import wfkit as wf
-from tests.engine.helpers import events, rows, run_to_idle, wait_until
+from tests.engine.helpers import events, rows, run_to_idle
+from tests.polling import wait_until
 from wfkit.widgets.timeline import spans_of
 
 

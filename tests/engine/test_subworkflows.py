@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 import wfkit as wf
-from tests.engine.helpers import events, kinds, rows, run_to_idle, wait_until
+from tests.engine.helpers import events, kinds, rows, run_to_idle
+from tests.polling import wait_until
 from wfkit.engine.clock import SystemClock
 
 

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.model.harness import check, database
 from tests.model.strategies import Case, cases
+from tests.scale import count
 
-EXAMPLES = int(os.environ.get("WFKIT_MODEL_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("WFKIT_MODEL_EXAMPLES", count(150, 40)))
 
 settings.register_profile(
     "model",

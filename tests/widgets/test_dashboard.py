@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
-from tests.widgets.polling import wait_until
+from tests.polling import wait_until
 from wfkit.widgets import Dashboard, Inbox, Recovery, RunMonitor
 from wfkit.widgets.dashboard import runs_html
 from wfkit.widgets.workers import NO_WORKER

@@ -11,7 +11,7 @@ from ipywidgets import HTML
 from pydantic import BaseModel, Field
 
 import wfkit as wf
-from tests.widgets.polling import wait_until
+from tests.polling import wait_until
 from wfkit.widgets import Inbox
 from wfkit.widgets.workers import NO_WORKER
 

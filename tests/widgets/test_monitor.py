@@ -7,7 +7,6 @@ import copy
 import json
 import re
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from html import unescape
@@ -16,19 +15,11 @@ from typing import Any
 import pytest
 
 import wfkit as wf
+from tests.polling import eventually
 from wfkit.widgets import RunMonitor
 from wfkit.widgets.timeline import COLOURS
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def bars(svg: str, outcome: str | None = None) -> list[str]:
@@ -288,15 +279,15 @@ def test_the_background_thread_follows_a_run_driven_elsewhere_and_stops_on_close
     assert monitor.surface.status == {"invoice": "running"}
 
     engine.run_until_idle()  # the test's thread moves the run; the monitor only watches
-    assert wait_until(lambda: monitor.surface.status.get("paid") == "waiting")
+    assert eventually(lambda: monitor.surface.status.get("paid") == "waiting")
     assert monitor.surface.status["invoice"] == "succeeded"
 
     signaller = threading.Thread(target=lambda: engine.signal("paid", "o-1", {}, actor="bo"))
     signaller.start()
     signaller.join()
     engine.run_until_idle()
-    assert wait_until(lambda: monitor.surface.status.get("ship") == "succeeded")
-    assert wait_until(lambda: "wfkit-status-completed" in monitor.header_html.value)
+    assert eventually(lambda: monitor.surface.status.get("ship") == "succeeded")
+    assert eventually(lambda: "wfkit-status-completed" in monitor.header_html.value)
     assert monitor.running  # until_terminal=False: it keeps watching
 
     thread = monitor.live._thread
@@ -312,7 +303,7 @@ def test_the_thread_stops_by_itself_once_the_run_ended(engine, acts, monitors) -
     monitor = monitors(engine, run, interval=0.02, autostart=True)
     engine.run_until_idle()
 
-    assert wait_until(lambda: not monitor.running)
+    assert eventually(lambda: not monitor.running)
     assert monitor.surface.status == {"a": "succeeded"}
     assert monitor.status == wf.RunStatus.COMPLETED
 
@@ -324,7 +315,7 @@ def test_a_monitor_reports_a_failure_of_its_engine_and_stops(engine, acts, monit
     monitor = monitors(engine, run, interval=0.02, autostart=True)
     engine.close()
 
-    assert wait_until(lambda: not monitor.running)
+    assert eventually(lambda: not monitor.running)
     assert monitor.error.kind == "error"
     assert "monitor.start()" in monitor.error.text
 

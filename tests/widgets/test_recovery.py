@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import wfkit as wf
-from tests.widgets.polling import wait_until
+from tests.polling import wait_until
 from wfkit.widgets import Recovery
 
 NO_WAIT = {"retry_delay": timedelta(0), "jitter": 0}

@@ -22,7 +22,7 @@ from typing import Any
 import nbformat
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.notebook]
 
 REPO = Path(__file__).resolve().parents[2]
 VIEW = "application/vnd.jupyter.widget-view+json"
