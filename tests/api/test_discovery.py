@@ -23,8 +23,7 @@ import pytest
 from tests.api import http_flows
 from tests.api.serving import WFKIT, Spy, plant, serving, spy_server, wait_for
 from tests.api.test_operate import _advance, _start, invoke
-from wfkit.api.discovery import discover, sidecar_path
-from wfkit.api.server import _write_private
+from wfkit.api.server import _write_private, running_server, sidecar_path
 
 TOKEN = "planted-" + uuid.uuid4().hex
 PAYLOAD = '{"amount": 3, "note": "card 4111-1111"}'
@@ -165,28 +164,6 @@ def test_purge_and_archive_are_not_stopped_by_a_planted_server_file(
     assert spy.requests == []
 
 
-def test_a_server_file_of_ones_own_that_nothing_answers_is_named_and_the_file_used(
-    db: Path,
-) -> None:
-    """A server killed with SIGKILL left its file; its process id now belongs to another
-    program (here: this test), and nothing listens at its address."""
-    import socket
-
-    run_id = _start(db, "o-2")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    fields = {"url": f"http://127.0.0.1:{port}", "pid": os.getpid(), "token": TOKEN}
-    _write_private(sidecar_path(db), {**fields, "db": str(db.resolve()), "server_id": "x" * 32})
-    result = invoke("cancel", run_id, "--db", str(db))
-    assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"run {run_id}: cancelled by ")
-    assert result.stderr.startswith(
-        f"warning: ignored {sidecar_path(db)}: it names process {os.getpid()} at "
-        f"http://127.0.0.1:{port}, but nothing answers at"
-    )
-
-
 # --- a real wfkit serve holds the file ----------------------------------------------------------
 
 
@@ -213,7 +190,7 @@ def test_the_real_server_is_found_and_a_planted_file_in_its_place_gets_nothing(
         assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
         health = httpx.get(f"{url}/api/v1/health", trust_env=False).json()
         assert health["server_id"] == info["server_id"] and len(info["server_id"]) == 32
-        assert discover(db).server is not None
+        assert running_server(db) is not None
 
         auth = {"Authorization": f"Bearer {TOKEN}"}
         body = {"workflow": "http-order", "data": {"order_id": "o-9"}}
