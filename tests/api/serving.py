@@ -91,9 +91,10 @@ class Spy:
 
 
 @contextmanager
-def spy_server(server_id: str) -> Iterator[Spy]:
+def spy_server(server_id: str, redirect: str | None = None) -> Iterator[Spy]:
     """A :class:`Spy` whose ``/health`` answers with ``server_id`` and every POST with
-    ``{"delivered": true}``, as the fake server of the security report did."""
+    ``{"delivered": true}``, as the fake server of the security report did; with ``redirect``,
+    every request is answered with a 302 to the same path at that URL instead."""
     spy = Spy("", server_id)
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -101,6 +102,12 @@ def spy_server(server_id: str) -> Iterator[Spy]:
             size = int(self.headers.get("Content-Length") or 0)
             headers = {k.lower(): v for k, v in self.headers.items()}
             spy.requests.append(Request(self.command, self.path, headers, self.rfile.read(size)))
+            if redirect is not None:
+                self.send_response(302)
+                self.send_header("Location", f"{redirect}{self.path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             answer: dict[str, Any] = {"delivered": True}
             if self.path.endswith("/health"):
                 answer = {"status": "ok", "version": "0", "workflows": {}, "server_id": server_id}

@@ -164,6 +164,20 @@ def test_purge_and_archive_are_not_stopped_by_a_planted_server_file(
     assert spy.requests == []
 
 
+def test_the_client_follows_no_redirect_so_the_token_goes_nowhere_else(spy: Spy) -> None:
+    import wfkit as wf
+    from wfkit.api.client import ApiClient, NoServer
+
+    with spy_server("redirector", redirect=spy.url) as redirector:
+        client = ApiClient(redirector.url, TOKEN)
+        with pytest.raises(wf.WfkitError, match="HTTP 302"):
+            client.signal("paid", "o-1", {"amount": 3})
+        with pytest.raises(NoServer, match="is not a wfkit server"):
+            client.health()
+    assert [r.method for r in redirector.requests] == ["POST", "GET"]
+    assert spy.requests == []
+
+
 # --- a real wfkit serve holds the file ----------------------------------------------------------
 
 

@@ -132,7 +132,9 @@ def _read_own(file: Path) -> str | None:
     except OSError as exc:
         raise _Refused(f"it cannot be examined ({exc.strerror or exc})") from None
     # O_NONBLOCK: a FIFO swapped in after the look above must not hang the command
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY
+    for extra in ("O_NONBLOCK", "O_NOFOLLOW", "O_CLOEXEC"):  # not all exist on Windows
+        flags |= getattr(os, extra, 0)
     try:
         fd = os.open(file, flags)
     except FileNotFoundError:
