@@ -145,6 +145,41 @@ def test_a_planted_server_file_gets_nothing_and_the_signal_reaches_the_run(
     assert _advance(db, run_id)[:2] == ("waiting", ["review"])  # the real run took it
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "it is not a regular file"),  # a folder
+        (b" " * 70_000, "it is larger than any server file (over 64 KiB)"),
+        (b"\xff\xfe{}", "it is not a server file wfkit wrote (it is not UTF-8 text)"),
+        (b"{oops", "it is not a server file wfkit wrote (it is not JSON)"),
+        (b"[]", "it is not a server file wfkit wrote (it is not a JSON object)"),
+        ({"pid": True}, "its pid is not a process id"),
+        ({"pid": -1}, "its pid is not a process id"),
+        ({"url": "file:///etc/passwd"}, "its url is not an http:// URL"),
+        ({"token": None}, "it lacks the token or the db"),
+        ({"db": "runs.duckdb"}, "it is the server file of runs.duckdb, not of /"),
+    ],
+)
+def test_a_malformed_server_file_of_ones_own_is_refused_saying_what_is_wrong(
+    db: Path, spy: Spy, content: bytes | dict[str, object] | None, said: str
+) -> None:
+    from wfkit.api.discovery import discover
+
+    sidecar = sidecar_path(db)
+    if content is None:
+        sidecar.mkdir()
+    elif isinstance(content, dict):
+        plant(sidecar, **_fields(db, spy, **content))
+    else:
+        sidecar.write_bytes(content)
+        sidecar.chmod(0o600)
+    found = discover(db)
+    assert found.server is None
+    assert found.warning is not None and found.warning.startswith(f"ignored {sidecar}: it ")
+    assert said in found.warning
+    assert spy.requests == []
+
+
 def test_purge_and_archive_are_not_stopped_by_a_planted_server_file(
     db: Path, spy: Spy, tmp_path: Path
 ) -> None:

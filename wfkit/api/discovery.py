@@ -147,7 +147,7 @@ def _read_own(file: Path) -> str | None:
         _check(os.fstat(opened.fileno()))  # what was opened, which may not be what was looked at
         data = opened.read(_MAX_SIZE + 1)
     if len(data) > _MAX_SIZE:
-        raise _Refused(f"it is larger than any server file ({_MAX_SIZE:,} bytes or more)")
+        raise _Refused(f"it is larger than any server file (over {_MAX_SIZE // 1024} KiB)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
