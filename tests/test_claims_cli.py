@@ -1,7 +1,7 @@
 """README.md, "Retention": `wfkit runs purge` and `wfkit runs archive` refuse while a real
 `wfkit serve` holds the DuckDB file, and say to stop it first; once it has stopped they work
-(tests/test_cli.py checks the same refusal against a sidecar file written by hand). They work
-on a PostgreSQL URL too."""
+(tests/api/test_discovery.py checks that a server file planted by someone else does not stop
+them). They work on a PostgreSQL URL too."""
 
 from __future__ import annotations
 

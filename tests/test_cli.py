@@ -440,19 +440,3 @@ def test_runs_archive_counts_one_row_as_one_row(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == f"wrote {out / 'wf_instances.parquet'} (1 row)"
     assert lines[-1] == f"archived 1 run into {out} and purged it from {db}"
-
-
-def test_runs_purge_and_archive_refuse_a_file_a_server_holds(tmp_path: Path) -> None:
-    db = tmp_path / "runs.duckdb"
-    old_runs(db)
-    sidecar = tmp_path / "runs.duckdb.server.json"
-    sidecar.write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": os.getpid(), "token": "t"}))
-    for args in (("purge",), ("archive", str(tmp_path / "a"))):
-        result = invoke("runs", *args, "--older-than", "1d", "--db", str(db))
-        assert result.exit_code == 1
-        assert result.stderr.startswith(
-            f"error: a wfkit server (process {os.getpid()}, http://127.0.0.1:9) holds {db}"
-        )
-        assert "stop the server" in result.stderr
-    assert len(stored(db)) == 3
-    assert not (tmp_path / "a").exists()

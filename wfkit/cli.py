@@ -295,11 +295,18 @@ def main() -> None:
 
 
 # --- HTTP API: serve, and operator commands that use the file or its server -----------------
-# `wfkit serve` owns a DuckDB file and exposes wfkit.api over HTTP. `signal`, `approve`,
-# `recover` and `cancel` open the file directly when it is free, and send their request to
-# the server (URL and token from `<db>.server.json`) when a running server holds it.
+# `wfkit serve` owns a DuckDB file (or shares a PostgreSQL database) and exposes wfkit.api over
+# HTTP. `signal`, `approve`, `recover` and `cancel` open the database directly when they can,
+# and send their request to the server (URL and token from `<db>.server.json`, once checked:
+# wfkit/api/discovery.py) when a running server holds the DuckDB file.
 
-Db = Annotated[Path, typer.Option(help="The DuckDB file (or the server that holds it)")]
+Db = Annotated[
+    str,
+    typer.Option(
+        help="The DuckDB file (or the server that holds it), or a postgresql:// URL of a "
+        "shared database"
+    ),
+]
 LogFormat = Annotated[
     str, typer.Option(help="Log lines as 'text' or 'json' (one JSON object per line, on stderr)")
 ]
@@ -325,7 +332,7 @@ def _oneline(command: F) -> F:
 @app.command()
 @_oneline
 def serve(
-    db: Db = Path("runs.duckdb"),
+    db: Db = "runs.duckdb",
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one")] = 8000,
     module: Annotated[
@@ -362,11 +369,12 @@ def serve(
     ] = False,
     log_format: LogFormat = "text",
 ) -> None:
-    """Serve the HTTP API (/api/v1) over a DuckDB file until Ctrl-C.
+    """Serve the HTTP API (/api/v1) over a DuckDB file or a PostgreSQL database until Ctrl-C.
 
-    The token comes from WFKIT_API_TOKEN (16 characters or more), or is generated and printed
-    once. While serving, <db>.server.json (owner-only) holds the URL, pid and token for the
-    other commands.
+    The token comes from WFKIT_API_TOKEN (16 characters or more, at least 8 different ones,
+    printable ASCII), or is generated and printed once. While serving a DuckDB file,
+    <db>.server.json (owner-only) holds the URL, pid, token and server id for the other
+    commands; a PostgreSQL database needs none: the other commands open it directly.
     """
     from wfkit.api.server import serve as serve_api
 
@@ -394,7 +402,7 @@ def signal_command(
         str | None, typer.Argument(help="The correlation key (leave out for uncorrelated waits)")
     ] = None,
     payload: Annotated[str, typer.Option(help="The payload, a JSON object")] = "{}",
-    db: Db = Path("runs.duckdb"),
+    db: Db = "runs.duckdb",
     actor: Actor = None,
     post_if_absent: Annotated[
         bool, typer.Option(help="Keep the signal for a wait not reached yet")
@@ -442,7 +450,7 @@ def approve_command(
         ),
     ] = None,
     actor: Actor = None,
-    db: Db = Path("runs.duckdb"),
+    db: Db = "runs.duckdb",
 ) -> None:
     """Approve (or --reject) the open approval NODE of run RUN."""
     from wfkit.api.operate import operate, run_status, whoami
@@ -481,7 +489,7 @@ def recover_command(
         str, typer.Option(help="retry the compensation, skip it, or abandon the unwind")
     ] = "retry",
     actor: Actor = None,
-    db: Db = Path("runs.duckdb"),
+    db: Db = "runs.duckdb",
 ) -> None:
     """Decide the failed compensation of a suspended run: retry, skip or abandon."""
     from wfkit.api.operate import operate, run_status, whoami
@@ -502,7 +510,7 @@ def cancel_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id")],
     reason: Annotated[str, typer.Option(help="Why, recorded in the history")] = "",
     actor: Actor = None,
-    db: Db = Path("runs.duckdb"),
+    db: Db = "runs.duckdb",
 ) -> None:
     """Cancel a run (one that had already ended is left as it is)."""
     from wfkit.api.operate import operate, whoami
@@ -524,7 +532,7 @@ def cancel_command(
     )
 
 
-def _set_active(workflow_id: str, version: int, db: Path, active: bool) -> None:
+def _set_active(workflow_id: str, version: int, db: str, active: bool) -> None:
     from wfkit.api.operate import active_versions, operate
 
     with operate(db) as (target, via):
@@ -542,7 +550,7 @@ VersionArg = Annotated[int, typer.Argument(metavar="VERSION", min=1, help="The v
 @app.command("deactivate")
 @_oneline
 def deactivate_command(
-    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
+    workflow_id: WorkflowArg, version: VersionArg, db: Db = "runs.duckdb"
 ) -> None:
     """Refuse new runs of workflow ID VERSION; its runs in flight finish."""
     _set_active(workflow_id, version, db, False)
@@ -550,9 +558,7 @@ def deactivate_command(
 
 @app.command("activate")
 @_oneline
-def activate_command(
-    workflow_id: WorkflowArg, version: VersionArg, db: Db = Path("runs.duckdb")
-) -> None:
+def activate_command(workflow_id: WorkflowArg, version: VersionArg, db: Db = "runs.duckdb") -> None:
     """Take new runs of a deactivated workflow ID VERSION again."""
     _set_active(workflow_id, version, db, True)
 
@@ -562,7 +568,7 @@ def activate_command(
 def retry_command(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run's id")],
     actor: Actor = None,
-    db: Db = Path("runs.duckdb"),
+    db: Db = "runs.duckdb",
 ) -> None:
     """Try a failed run again from where it failed (completed steps are not run again)."""
     from wfkit.api.operate import operate, run_status, whoami
@@ -743,13 +749,20 @@ def runs_archive_command(
 
 @contextlib.contextmanager
 def _retention_engine(db: str, artifacts: str | None = None) -> Iterator[Engine]:
-    """The engine on ``db``; a DuckDB file held by ``wfkit serve`` is refused: stop it first."""
+    """The engine on ``db``; a DuckDB file held by ``wfkit serve`` is refused: stop it first.
+
+    Only a server that proves it wrote ``<db>.server.json`` counts (wfkit/api/discovery.py); a
+    file that fails the checks is named in a warning and ignored.
+    """
+    from wfkit.api.discovery import Discovery
     from wfkit.errors import UsageError
 
+    found: Discovery | None = None
     if not db.startswith(("postgresql://", "postgres://")):
-        from wfkit.api.server import running_server
+        from wfkit.api.discovery import discover
 
-        server = running_server(db)
+        found = discover(db)
+        server = found.server
         if server is not None:
             raise UsageError(
                 f"a wfkit server (process {server.pid}, {server.url}) holds {db}; purging and "
@@ -763,7 +776,13 @@ def _retention_engine(db: str, artifacts: str | None = None) -> Iterator[Engine]
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # no run's data model is needed to purge it
     try:
-        with Engine(db, artifacts=artifacts) as engine:
+        if found is None:
+            engine = Engine(db, artifacts=artifacts)
+        else:
+            from wfkit.api.operate import open_file
+
+            engine = open_file(Path(db), found, lambda: Engine(db, artifacts=artifacts))
+        with engine:
             yield engine
     finally:
         quiet.setLevel(level)

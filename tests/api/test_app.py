@@ -4,6 +4,7 @@ the running server."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -69,10 +70,63 @@ def test_health_is_503_with_a_problem_when_the_store_does_not_answer(tmp_path: P
         engine.close()
 
 
-@pytest.mark.parametrize("token", ["a", "fifteen-chars15"])
-def test_a_short_token_is_refused(token: str) -> None:
-    with wf.Engine(":memory:") as engine, pytest.raises(wf.UsageError, match="16"):
+MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        ("", "the API token given is empty"),
+        ("a", "is 1 character long; it needs at least 16"),
+        ("fifteen-chars15", "is 15 characters long; it needs at least 16"),
+        ("x" * 64, "is one character repeated: anyone can guess it"),
+        ("ab" * 20, "has only 2 different characters; it needs at least 8"),
+        ("passwordpassword", "has only 7 different characters; it needs at least 8"),
+        ("kK3p-9xQe Vt2LmZ0sWa", "contains whitespace (character 10 of 20)"),
+        ("kK3p-9xQe_Vt2LmZ0sWa\n", "contains whitespace (character 21 of 21)"),
+        ("kK3p-9xQe\tVt2LmZ0sWa", "contains whitespace (character 10 of 20)"),
+        ("kK3p-9xQe\x00Vt2LmZ0sWa", "contains a control character (character 10 of 20)"),
+        ("kK3p-9xQe\x1bVt2LmZ0sWa", "contains a control character (character 10 of 20)"),
+        ("kK3p-9xQe\u200bVt2LmZ0sWa", "contains a control character (character 10 of 20)"),
+        ("kK3p-9xQe_Vt2LmZ0sWä", "contains a character that is not ASCII (character 20 of 20)"),
+    ],
+)
+def test_a_weak_or_malformed_token_is_refused_saying_how_to_make_a_good_one(
+    token: str, said: str
+) -> None:
+    with wf.Engine(":memory:") as engine, pytest.raises(wf.UsageError) as refused:
         create_app(engine, token)
+    message = str(refused.value)
+    assert said in message
+    assert MAKE_ONE in message
+    if len(token) > 1:
+        assert token not in message  # a refused token may still be someone's secret
+
+
+def test_the_tokens_wfkit_makes_and_the_tests_use_are_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from wfkit.api.auth import TOKEN_ENV, check_token, new_token, resolve_token
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+
+    for _ in range(2000):
+        check_token(new_token())
+    made, generated = resolve_token()
+    assert generated and len(made) == 43
+    for used in (TOKEN, "test-token-" + "0" * 32, "claims-test-token-0123456789"):
+        check_token(used)
+
+
+def test_health_names_the_server_by_an_id_it_chose_or_was_given() -> None:
+    with wf.Engine(":memory:") as engine:
+        with serving(create_app(engine, TOKEN, server_id="given-id")) as client:
+            assert client.get("/health").json()["server_id"] == "given-id"
+        ids = set()
+        for _ in range(2):
+            with serving(create_app(engine, TOKEN)) as client:
+                ids.add(client.get("/health").json()["server_id"])
+    assert len(ids) == 2 and all(re.fullmatch("[0-9a-f]{32}", i) for i in ids)
 
 
 def test_swagger_ui_when_asked_for_is_served_without_the_content_policy() -> None:

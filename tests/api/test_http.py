@@ -206,19 +206,27 @@ def test_a_payload_at_the_limit_goes_through_and_one_over_it_is_413(
     assert _problem(refused, 413)["type"] == "urn:wfkit:problem:payload-too-large"
 
 
-def test_a_short_token_is_refused_at_start_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        ("a", "WFKIT_API_TOKEN is 1 character long; it needs at least 16"),
+        ("a" * 32, "WFKIT_API_TOKEN is one character repeated"),
+        (TOKEN + "\n", f"WFKIT_API_TOKEN contains whitespace (character {len(TOKEN) + 1} of"),
+    ],
+)
+def test_a_weak_token_is_refused_at_start_up(tmp_path: Path, token: str, said: str) -> None:
     db = tmp_path / "short.duckdb"
     started = subprocess.run(
         [str(WFKIT), "serve", "--db", str(db), "--port", "0"],
         capture_output=True,
         text=True,
-        env={**server_env(TOKEN), "WFKIT_API_TOKEN": "a"},
+        env={**server_env(TOKEN), "WFKIT_API_TOKEN": token},
         timeout=20,
         check=False,
     )
     assert started.returncode == 1, started.stdout + started.stderr
     assert started.stderr.startswith("error: ") and started.stderr.count("\n") == 1
-    assert "WFKIT_API_TOKEN is 1 characters long; use at least 16" in started.stderr
+    assert said in started.stderr
     assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in started.stderr
     assert not db.exists()  # refused before anything was opened
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from fastapi import FastAPI
@@ -17,7 +18,7 @@ from wfkit.api.models import Problem
 from wfkit.api.routes import public, secured
 from wfkit.engine import Engine
 
-__all__ = ["API_PREFIX", "create_app"]
+__all__ = ["API_PREFIX", "create_app", "new_server_id"]
 
 API_PREFIX = "/api/v1"
 
@@ -31,6 +32,11 @@ default), and the body around it 64 KiB more.
 """
 
 
+def new_server_id() -> str:
+    """A random id naming one server process (128 bits, hex); public, not a secret."""
+    return secrets.token_hex(16)
+
+
 def create_app(
     engine: Engine,
     token: str,
@@ -38,6 +44,7 @@ def create_app(
     max_body: int | None = None,
     docs: bool = False,
     metrics_public: bool = False,
+    server_id: str | None = None,
 ) -> FastAPI:
     """The HTTP API over ``engine``, guarded by the bearer ``token``.
 
@@ -46,7 +53,8 @@ def create_app(
     engine : Engine
         The engine to serve; the caller starts its workers and closes it.
     token : str
-        The bearer token every route but health needs (16 characters or more).
+        The bearer token every route but health needs (see :func:`wfkit.api.auth.check_token`:
+        16 characters or more, at least 8 different ones, printable ASCII).
     max_body : int, optional
         Largest request body accepted, in bytes; by default the engine's ``max_payload`` plus
         64 KiB for the JSON around a payload.
@@ -56,6 +64,10 @@ def create_app(
         ``/api/v1/openapi.json``.
     metrics_public : bool
         Serve ``GET /metrics`` (Prometheus) without the token; behind it by default.
+    server_id : str, optional
+        The id ``GET /health`` answers with, which names this server process (``wfkit serve``
+        also writes it into ``<db>.server.json``, so the command line can tell its server from
+        another at the same address); a random one by default. It is no secret.
 
     Returns
     -------
@@ -65,13 +77,14 @@ def create_app(
     Raises
     ------
     UsageError
-        When the token is empty or shorter than 16 characters.
+        When the token is empty or weak (too short, too few different characters, spaces or
+        control characters).
 
     Examples
     --------
     >>> import wfkit as wf
     >>> with wf.Engine(":memory:") as engine:
-    ...     app = create_app(engine, "s3cret-s3cret-s3cret")
+    ...     app = create_app(engine, "kK3p-9xQe_Vt2LmZ0sWa")
     ...     sorted(app.openapi()["paths"])[:2]
     ['/api/v1/health', '/api/v1/runs']
     """
@@ -89,6 +102,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.token = token
+    app.state.server_id = server_id or new_server_id()
     install_handlers(app)
     app.include_router(public)
     app.include_router(secured)

@@ -3,8 +3,9 @@
 The token comes from ``WFKIT_API_TOKEN`` or is generated when the server starts. Every path but
 the public ones (health, the OpenAPI document and its docs page) needs
 ``Authorization: Bearer <token>``; a missing or wrong token gets a 401 problem document with a
-``WWW-Authenticate: Bearer`` challenge. Tokens are compared in constant time, and a token
-shorter than 16 characters is refused at start-up.
+``WWW-Authenticate: Bearer`` challenge. Tokens are compared in constant time, and a weak token
+is refused at start-up (:func:`check_token`): shorter than 16 characters, fewer than 8 different
+characters, or anything but printable ASCII (spaces and control characters included).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+import unicodedata
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -22,7 +24,9 @@ from wfkit.api.errors import ApiProblem, problem_response
 from wfkit.errors import UsageError
 
 __all__ = [
+    "MAKE_ONE",
     "MIN_TOKEN_LENGTH",
+    "MIN_TOKEN_VARIETY",
     "PUBLIC_PATHS",
     "TOKEN_ENV",
     "TokenMiddleware",
@@ -37,6 +41,10 @@ __all__ = [
 TOKEN_ENV = "WFKIT_API_TOKEN"
 MIN_TOKEN_LENGTH = 16
 """Shortest token accepted, in characters: a short shared secret can be guessed."""
+MIN_TOKEN_VARIETY = 8
+"""Fewest different characters a token may have: ``aaaa...`` or ``abab...`` can be guessed."""
+MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+"""The command the refusals show to make a good token."""
 PUBLIC_PATHS = frozenset(
     {"/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs", "/api/v1/docs/oauth2-redirect"}
 )
@@ -50,35 +58,95 @@ bearer = HTTPBearer(
 
 
 def new_token() -> str:
-    """A fresh random token (URL-safe, 256 bits)."""
-    return secrets.token_urlsafe(32)
+    """A fresh random token (URL-safe, 256 bits) that :func:`check_token` accepts."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if _weakness(token) is None:  # 43 characters of 64 kinds: a refusal never really happens
+            return token
 
 
 def check_token(token: str, where: str = "given") -> None:
-    """Refuse an empty token or one shorter than :data:`MIN_TOKEN_LENGTH` (``UsageError``)."""
-    if not token or not token.strip():
+    """Refuse a token that is empty, malformed or easy to guess.
+
+    A token must be printable ASCII (no space, tab, newline or other control character: it
+    travels in an HTTP header, and a stray newline pasted with it would never match), at least
+    :data:`MIN_TOKEN_LENGTH` characters long and made of at least :data:`MIN_TOKEN_VARIETY`
+    different characters (``aaaa...`` or ``abab...`` are refused whatever their length).
+
+    Parameters
+    ----------
+    token : str
+        The token; it never appears in the message.
+    where : str
+        Where it came from, for the message (e.g. ``"in WFKIT_API_TOKEN"``).
+
+    Raises
+    ------
+    UsageError
+        Saying what is wrong with the token and how to make a good one.
+
+    Examples
+    --------
+    >>> check_token("kK3p-9xQe_Vt2LmZ0sWa")
+    >>> check_token("0123012301230123")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    wfkit.errors.UsageError: the API token given has only 4 different characters; ...
+    """
+    if not token:
         raise UsageError(
-            f"the API token is empty; set {TOKEN_ENV} or pass a token (wfkit serve makes one)"
+            f"the API token {where} is empty; set {TOKEN_ENV} to a token made with {MAKE_ONE}, "
+            "or leave it unset and wfkit serve makes one and prints it"
         )
-    if len(token) < MIN_TOKEN_LENGTH:
+    weakness = _weakness(token)
+    if weakness is not None:
         raise UsageError(
-            f"the API token {where} is {len(token)} characters long; use at least "
-            f"{MIN_TOKEN_LENGTH}, e.g. one made with "
-            'python -c "import secrets; print(secrets.token_urlsafe(32))", or leave '
+            f"the API token {where} {weakness}; use a token made with {MAKE_ONE}, or leave "
             f"{TOKEN_ENV} unset and wfkit serve makes one and prints it"
         )
+
+
+def _weakness(token: str) -> str | None:
+    """What makes ``token`` unfit, as words that follow "the API token", or None."""
+    bad = next((i for i, ch in enumerate(token) if not "!" <= ch <= "~"), None)
+    if bad is not None:
+        return (
+            f"contains {_kind(token[bad])} (character {bad + 1} of {len(token)}); a token "
+            "travels in an HTTP header: printable ASCII only, no spaces"
+        )
+    if len(token) < MIN_TOKEN_LENGTH:
+        length = f"{len(token)} character{'s' if len(token) != 1 else ''}"
+        return f"is {length} long; it needs at least {MIN_TOKEN_LENGTH}"
+    variety = len(set(token))
+    if variety == 1:
+        return "is one character repeated: anyone can guess it"
+    if variety < MIN_TOKEN_VARIETY:
+        return (
+            f"has only {variety} different characters; it needs at least {MIN_TOKEN_VARIETY}, "
+            "or it is easy to guess"
+        )
+    return None
+
+
+def _kind(ch: str) -> str:
+    if ch.isspace():
+        return "whitespace"
+    if unicodedata.category(ch).startswith("C"):
+        return "a control character"
+    return "a character that is not ASCII"
 
 
 def resolve_token(token: str | None = None) -> tuple[str, bool]:
     """The token to use and whether it was generated (so the caller prints it once).
 
-    Raises ``UsageError`` when the given or ``WFKIT_API_TOKEN``'s token is too short.
+    Raises ``UsageError`` when the given or ``WFKIT_API_TOKEN``'s token is weak
+    (:func:`check_token`).
     """
     if token:
         check_token(token)
         return token, False
-    chosen = os.environ.get(TOKEN_ENV, "").strip()
-    if chosen:
+    chosen = os.environ.get(TOKEN_ENV, "")
+    if chosen:  # spaces, a trailing newline included, are refused: clients would send them
         check_token(chosen, f"in {TOKEN_ENV}")
         return chosen, False
     return new_token(), True

@@ -2,8 +2,8 @@
 
 The command line uses it when a server holds the DuckDB file. Its methods mirror the engine's
 (``signal``, ``post_signal``, ``approve``, ``cancel``, ``recover_compensation``) and raise the same
-wfkit errors, carrying the server's problem ``detail``. Standard library only (urllib), and no
-proxy: the server is reached directly.
+wfkit errors, carrying the server's problem ``detail``. Standard library only (urllib), no proxy
+and no redirect: the server is reached directly, and the token goes nowhere else.
 """
 
 from __future__ import annotations
@@ -28,6 +28,14 @@ class NoServer(StoreError):
     """Nothing answers at the server's URL, or what answers is not a wfkit server."""
 
 
+class _Stay(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: urllib would send the token to wherever one points. The API never
+    redirects; an answer that does is an error (HTTP 3xx)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class ApiClient:
     """A client of one wfkit server.
 
@@ -45,7 +53,7 @@ class ApiClient:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _Stay())
 
     def __repr__(self) -> str:
         return f"ApiClient({self.url!r})"

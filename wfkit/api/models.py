@@ -178,6 +178,11 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
     version: str = Field(description="The wfkit version serving.")
     workflows: dict[str, list[int]] = Field(description="Registered workflow ids and versions.")
+    server_id: str = Field(
+        description="A random id this server process chose when it started (no secret): "
+        "'wfkit serve' writes it into '<db>.server.json' too, and the command line checks that "
+        "the server at the file's address answers with it before it sends the token."
+    )
 
 
 class VersionOut(BaseModel):

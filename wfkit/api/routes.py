@@ -145,8 +145,9 @@ def _started(engine: Engine, run: Run, restart_of: str | None = None) -> Started
 
 
 @public.get("/health", summary="Is the server up and its store reachable (no token needed)")
-def health(engine: EngineDep) -> Health:
-    """The server is up and answers a query on its store; names the workflows it serves.
+def health(engine: EngineDep, request: Request) -> Health:
+    """The server is up and answers a query on its store; names the workflows it serves and
+    the random id of this server process (which its ``<db>.server.json`` holds too).
 
     A 503 problem when the store does not answer (a closed connection, a database gone): then
     every other route fails too, and the server's log says why.
@@ -162,7 +163,11 @@ def health(engine: EngineDep) -> Health:
             "log says why); check the database (disk space, the file, the PostgreSQL server), "
             "then restart the server",
         ) from None
-    return Health(version=wfkit.__version__, workflows=engine.workflows())
+    return Health(
+        version=wfkit.__version__,
+        workflows=engine.workflows(),
+        server_id=request.app.state.server_id,
+    )
 
 
 def _check_payload(engine: Engine, what: str, value: Any) -> None:

@@ -1,9 +1,12 @@
-"""``serve``: run the HTTP API over a DuckDB file with uvicorn, and tell other processes about it.
+"""``serve``: run the HTTP API over a DuckDB file or a PostgreSQL database with uvicorn.
 
-One process owns a DuckDB file. While it serves, it writes ``<db>.server.json`` (readable by its
-owner only) with the server's URL, process id and token, so that ``wfkit signal`` and friends,
-finding the file locked, can send their request to the server instead. The file is removed and
-the engine closed when the server stops (Ctrl-C or SIGTERM).
+One process owns a DuckDB file. While it serves one, it writes ``<db>.server.json`` (readable by
+its owner only) with the server's URL, process id, token, database and a random server id (which
+``GET /health`` answers with too), so that ``wfkit signal`` and friends, finding the file locked,
+can send their request to the server instead (:mod:`wfkit.api.discovery` says how the file is
+checked first). The file is removed and the engine closed when the server stops (Ctrl-C or
+SIGTERM). A PostgreSQL database is shared by any number of engines, so serving one writes no
+such file: the other commands open the database themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -27,13 +29,15 @@ from typing import Any
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
-from wfkit.api.app import API_PREFIX, create_app
+from wfkit.api.app import API_PREFIX, create_app, new_server_id
 from wfkit.api.auth import TOKEN_ENV, resolve_token
+from wfkit.api.discovery import ServerInfo, running_server, sidecar_path
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Engine
 from wfkit.engine.logformat import configure_logging
 from wfkit.engine.queues import served_queues
 from wfkit.errors import UsageError
+from wfkit.worker import is_shared_url, safe_url
 
 __all__ = [
     "ServerInfo",
@@ -42,43 +46,6 @@ __all__ = [
     "serve",
     "sidecar_path",
 ]
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """What ``<db>.server.json`` says about the server holding a database."""
-
-    url: str
-    pid: int
-    token: str
-
-
-def sidecar_path(db: str | Path) -> Path:
-    """Where the server of ``db`` writes its URL, pid and token: ``<db>.server.json``."""
-    return Path(f"{db}.server.json")
-
-
-def running_server(db: str | Path) -> ServerInfo | None:
-    """The server holding ``db``, or None when there is no sidecar file or its process is gone."""
-    path = sidecar_path(db)
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-        info = ServerInfo(str(found["url"]), int(found["pid"]), str(found["token"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return info if _alive(info.pid) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def load_modules(names: Sequence[str]) -> list[ModuleType]:
@@ -220,10 +187,15 @@ def _write_private(path: Path, payload: dict[str, Any]) -> None:
         raise
 
 
-def _remove_if_ours(path: Path) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+def _remove_if_ours(path: Path, server_id: str) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        if json.loads(path.read_text(encoding="utf-8")).get("server_id") == server_id:
             path.unlink()
+
+
+def _shown(db: str | Path) -> str:
+    """The database as messages show it: a URL without its password, or the file's path."""
+    return safe_url(str(db)) if is_shared_url(str(db)) else str(Path(db).resolve())
 
 
 def serve(
@@ -241,14 +213,19 @@ def serve(
     metrics_public: bool = False,
     log_format: str = "text",
 ) -> None:
-    """Serve the HTTP API over the DuckDB file ``db`` until SIGINT or SIGTERM.
+    """Serve the HTTP API over the DuckDB file or PostgreSQL database ``db`` until SIGINT or
+    SIGTERM.
 
     Parameters
     ----------
     db : str or Path
-        The DuckDB file; this process owns it while serving.
+        The DuckDB file, which this process owns while serving (it writes ``<db>.server.json``
+        for the other commands), or a ``postgresql://`` URL, which any number of engines
+        share (the server takes its runs through leases, as ``wfkit worker`` does, and writes
+        no server file).
     host, port : str, int
-        Where to listen; port 0 picks a free port (the sidecar file says which).
+        Where to listen; port 0 picks a free port (the start line and the server file say
+        which).
     token : str, optional
         The bearer token; ``WFKIT_API_TOKEN`` or a generated one (printed once) by default.
     modules : sequence of str
@@ -274,8 +251,8 @@ def serve(
     StoreError
         When another process holds ``db``.
     UsageError
-        When the token is shorter than 16 characters, a module cannot be imported, the address
-        cannot be bound or the sidecar file cannot be written.
+        When the token is weak (:func:`wfkit.api.auth.check_token`), a module cannot be
+        imported, the address cannot be bound or the sidecar file cannot be written.
     """
     token, generated = resolve_token(token)
     served = served_queues(list(queues) if queues else None)
@@ -299,7 +276,7 @@ def serve(
             )
         except _Stop:
             pass
-    print(f"wfkit serve stopped; {db} is closed", flush=True)
+    print(f"wfkit serve stopped; {_shown(db)} is closed", flush=True)
 
 
 def _serve(
@@ -317,13 +294,21 @@ def _serve(
     metrics_public: bool = False,
     json_logs: bool = False,
 ) -> None:
-    sidecar = sidecar_path(db)
+    sidecar = None if is_shared_url(str(db)) else sidecar_path(db)
+    server_id = new_server_id()
     engine = Engine(db)
     sock: socket.socket | None = None
     try:
         for flow in _workflows(modules):
             engine.register(flow)
-        app = create_app(engine, token, max_body=max_body, docs=docs, metrics_public=metrics_public)
+        app = create_app(
+            engine,
+            token,
+            max_body=max_body,
+            docs=docs,
+            metrics_public=metrics_public,
+            server_id=server_id,
+        )
         sock = _bind(host, port)
         url = _url(host, sock)
         config = uvicorn.Config(
@@ -334,23 +319,31 @@ def _serve(
             # JSON logs: uvicorn's records reach the root logger's JSON handler
             log_config=None if json_logs else LOGGING_CONFIG,
         )
-        info = {"url": url, "pid": os.getpid(), "token": token, "db": str(Path(db).resolve())}
+        info = {
+            "url": url,
+            "pid": os.getpid(),
+            "token": token,
+            "db": _shown(db),
+            "server_id": server_id,
+        }
         server = _Server(config, lambda: _announce(sidecar, info, engine, generated, docs))
         engine.start_workers(threads, queues=queues)
         tune_gc()
         server.run(sockets=[sock])
     finally:
-        _remove_if_ours(sidecar)
+        if sidecar is not None:
+            _remove_if_ours(sidecar, server_id)
         if sock is not None:
             sock.close()
         engine.close()
 
 
 def _announce(
-    sidecar: Path, info: dict[str, Any], engine: Engine, generated: bool, docs: bool
+    sidecar: Path | None, info: dict[str, Any], engine: Engine, generated: bool, docs: bool
 ) -> None:
     try:
-        _write_private(sidecar, info)
+        if sidecar is not None:  # PostgreSQL: the other commands open the database themselves
+            _write_private(sidecar, info)
     except OSError as exc:
         raise UsageError(
             f"cannot write {sidecar} ({exc.strerror or exc}); the other wfkit commands find the "
