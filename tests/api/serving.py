@@ -10,14 +10,13 @@ import re
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.polling import wait_until
 
 WFKIT = Path(sys.executable).parent / "wfkit"
 
@@ -25,17 +24,6 @@ WFKIT = Path(sys.executable).parent / "wfkit"
 def server_env(token: str) -> dict[str, str]:
     """The environment of a ``wfkit serve`` under test: its API token, plain wide output."""
     return {**os.environ, "WFKIT_API_TOKEN": token, "NO_COLOR": "1", "COLUMNS": "400"}
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail saying ``what`` never happened."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
 @contextmanager
@@ -54,7 +42,7 @@ def serving(db: str, log: Path, token: str, *flags: str) -> Iterator[str]:
             found = re.search(r"^wfkit serve: (http://\S+)/api/v1 ", log.read_text(), re.M)
             return found.group(1) if found else None
 
-        yield wait_for("wfkit serve to listen", started)
+        yield wait_until(started, "wfkit serve to listen", timeout=30)
     finally:
         process.terminate()
         code = process.wait(timeout=30)

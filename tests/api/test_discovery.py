@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.api import http_flows
-from tests.api.serving import WFKIT, Spy, plant, serving, spy_server, wait_for
+from tests.api.serving import WFKIT, Spy, plant, serving, spy_server
 from tests.api.test_operate import _advance, _start, invoke
+from tests.polling import wait_until
 from wfkit.api.server import _write_private, running_server, sidecar_path
 
 TOKEN = "planted-" + uuid.uuid4().hex
@@ -234,7 +235,9 @@ def test_the_real_server_is_found_and_a_planted_file_in_its_place_gets_nothing(
 
     sidecar = sidecar_path(db)
     with serving(str(db), tmp_path / "server.log", TOKEN, "--module", str(FLOWS)) as url:
-        genuine = wait_for("the server file", lambda: sidecar.exists() and sidecar.read_bytes())
+        genuine = wait_until(
+            lambda: sidecar.exists() and sidecar.read_bytes(), "the server file", timeout=30
+        )
         info = json.loads(genuine)
         assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
         health = httpx.get(f"{url}/api/v1/health", trust_env=False).json()
@@ -250,7 +253,7 @@ def test_the_real_server_is_found_and_a_planted_file_in_its_place_gets_nothing(
                 waits = api.get("/waiting").json()["waits"]
                 return any(w["run_id"] == run_id and w["node_id"] == node for w in waits)
 
-            wait_for("the run to wait for its payment", lambda: waits_at("paid"))
+            wait_until(lambda: waits_at("paid"), "the run to wait for its payment", timeout=30)
             for replace in (_another_server, _readable):
                 reason = replace(db, spy)
                 code, out, err = _wfkit(
@@ -272,5 +275,5 @@ def test_the_real_server_is_found_and_a_planted_file_in_its_place_gets_nothing(
                 "signal 'paid' (key o-9) delivered: the waiting run resumed "
                 f"(via the server at {url})\n"
             )
-            wait_for("the run to wait for its review", lambda: waits_at("review"))
+            wait_until(lambda: waits_at("review"), "the run to wait for its review", timeout=30)
     assert not sidecar.exists()  # the server removed its own file

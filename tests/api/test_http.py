@@ -26,7 +26,8 @@ import httpx
 import pytest
 
 from tests.api import http_flows
-from tests.api.serving import server_env, wait_for
+from tests.api.serving import server_env
+from tests.polling import wait_until
 
 FLOWS = Path(__file__).with_name("http_flows.py")
 BIN = Path(sys.executable).parent
@@ -70,12 +71,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert process.poll() is None, f"wfkit serve exited:\n{log.read_text()}"
             return json.loads(sidecar.read_text()) if sidecar.exists() else None
 
-        info = wait_for("the sidecar file", started)
+        info = wait_until(started, "the sidecar file", timeout=30)
         assert info["pid"] == process.pid and info["token"] == TOKEN
         assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
         running = Server(info["url"], db, log, process)
         with running.client(None) as anonymous:
-            wait_for("/health", lambda: anonymous.get("/health").status_code == 200)
+            wait_until(lambda: anonymous.get("/health").status_code == 200, "/health", timeout=30)
         yield running
     finally:
         process.send_signal(signal.SIGTERM)
@@ -115,7 +116,7 @@ def _run_when(api: httpx.Client, run_id: str, ok: Callable[[dict[str, Any]], boo
         run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
         return run if ok(run) else None
 
-    return wait_for(f"run {run_id} to move on", probe)
+    return wait_until(probe, f"run {run_id} to move on", timeout=30)
 
 
 def _waiting_on(api: httpx.Client, run_id: str, node: str) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def _waiting_on(api: httpx.Client, run_id: str, node: str) -> dict[str, Any]:
         waits = api.get("/waiting").json()["waits"]
         return next((w for w in waits if w["run_id"] == run_id and w["node_id"] == node), None)
 
-    return wait_for(f"run {run_id} to wait at {node!r}", probe)  # type: ignore[no-any-return]
+    return wait_until(probe, f"run {run_id} to wait at {node!r}", timeout=30)  # type: ignore[no-any-return]
 
 
 def _order() -> str:
@@ -213,6 +214,7 @@ def test_a_payload_at_the_limit_goes_through_and_one_over_it_is_413(
         ("a" * 32, "WFKIT_API_TOKEN is one character repeated"),
         (TOKEN + "\n", f"WFKIT_API_TOKEN contains whitespace (character {len(TOKEN) + 1} of"),
     ],
+    ids=["short", "one-character", "newline"],  # the same on every xdist worker
 )
 def test_a_weak_token_is_refused_at_start_up(tmp_path: Path, token: str, said: str) -> None:
     db = tmp_path / "short.duckdb"

@@ -28,7 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import wfkit as wf
 from tests.api import metrics_flows
-from tests.api.serving import server_env, wait_for
+from tests.api.serving import server_env
+from tests.polling import wait_until
 from tests.postgres import postgres_database
 from tests.prometheus import samples, value
 
@@ -72,10 +73,12 @@ def _serve(folder: Path, *flags: str) -> Server:
         assert process.poll() is None, f"wfkit serve exited:\n{err.read_text()}"
         return json.loads(sidecar.read_text()) if sidecar.exists() else None
 
-    info = wait_for("the sidecar file", started)
+    info = wait_until(started, "the sidecar file", timeout=30)
     server = Server(info["url"], out, err, process)
     with server.client(None) as anonymous:
-        wait_for("/health", lambda: anonymous.get("/api/v1/health").status_code == 200)
+        wait_until(
+            lambda: anonymous.get("/api/v1/health").status_code == 200, "/health", timeout=30
+        )
     return server
 
 
@@ -105,9 +108,13 @@ def test_a_scrape_counts_the_runs_steps_commits_and_waits(json_server: Server) -
         waiting = [_start(api, "m-wait") for _ in range(3)]
         failing = [_start(api, "m-fail") for _ in range(2)]
         for run_id in waiting:
-            wait_for(f"{run_id} to wait", lambda r=run_id: _status(api, r) == "waiting")
+            wait_until(
+                lambda r=run_id: _status(api, r) == "waiting", f"{run_id} to wait", timeout=30
+            )
         for run_id in failing:
-            wait_for(f"{run_id} to fail", lambda r=run_id: _status(api, r) == "failed")
+            wait_until(
+                lambda r=run_id: _status(api, r) == "failed", f"{run_id} to fail", timeout=30
+            )
         answer = api.get("/metrics")
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("text/plain")
@@ -149,7 +156,7 @@ def test_a_scrape_counts_the_runs_steps_commits_and_waits(json_server: Server) -
         def moved() -> bool:
             return sorted(_status(api, r) for r in waiting) == ["completed", "waiting", "waiting"]
 
-        wait_for("one run to complete", moved)
+        wait_until(moved, "one run to complete", timeout=30)
         after = samples(api.get("/metrics").text)
     assert value(after, "wfkit_runs", workflow="m-wait", status="waiting") == 2
     assert value(after, "wfkit_runs", workflow="m-wait", status="completed") == 1
@@ -223,7 +230,7 @@ def test_worker_serves_metrics_on_its_port_and_logs_json(tmp_path: Path) -> None
                         return where.group(1)
                 return None
 
-            endpoint: str = wait_for("the worker's start line", started)
+            endpoint: str = wait_until(started, "the worker's start line", timeout=30)
             assert endpoint.startswith("http://127.0.0.1:")
             with wf.Engine(url) as engine:  # starts runs; runs no workers of its own
                 engine.register(metrics_flows.waiting)
@@ -231,9 +238,10 @@ def test_worker_serves_metrics_on_its_port_and_logs_json(tmp_path: Path) -> None
                 runs = [engine.start("m-wait", {}) for _ in range(2)]
                 runs.append(engine.start("m-fail", {}))
                 for run in runs:
-                    wait_for(
-                        f"{run.id} to settle",
+                    wait_until(
                         lambda r=run: r.status.value in ("waiting", "failed"),
+                        f"{run.id} to settle",
+                        timeout=30,
                     )
             with httpx.Client(trust_env=False) as client:
 
@@ -247,7 +255,7 @@ def test_worker_serves_metrics_on_its_port_and_logs_json(tmp_path: Path) -> None
                     )
                     return found if done == 2 else None
 
-                found = wait_for("the worker's counters", scraped)
+                found = wait_until(scraped, "the worker's counters", timeout=30)
             assert (
                 value(found, "wfkit_steps_failed_total", workflow="m-fail", activity="mtest.boom")
                 == 1

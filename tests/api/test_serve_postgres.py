@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.api import http_flows
-from tests.api.serving import WFKIT, serving, wait_for
+from tests.api.serving import WFKIT, serving
+from tests.polling import wait_until
 
 TOKEN = "pg-serve-" + uuid.uuid4().hex
 FLOWS = Path(http_flows.__file__)
@@ -59,7 +60,7 @@ def test_a_run_served_on_postgresql_is_signalled_and_approved_from_the_command_l
                     waits = api.get("/waiting").json()["waits"]
                     return any(w["run_id"] == run_id and w["node_id"] == node for w in waits)
 
-                wait_for("the run to wait for its payment", lambda: waits_at("paid"))
+                wait_until(lambda: waits_at("paid"), "the run to wait for its payment", timeout=30)
                 here = FLOWS.parent  # where the payload model's module is found
                 sent = _wfkit(
                     here, "signal", "paid", "o-pg", "--payload", '{"amount": 5}', "--db", url
@@ -68,7 +69,7 @@ def test_a_run_served_on_postgresql_is_signalled_and_approved_from_the_command_l
                 assert (
                     sent.stdout == "signal 'paid' (key o-pg) delivered: the waiting run resumed\n"
                 )
-                wait_for("the run to wait for its review", lambda: waits_at("review"))
+                wait_until(lambda: waits_at("review"), "the run to wait for its review", timeout=30)
 
                 approved = _wfkit(here, "approve", run_id, "review", "--actor", "ana", "--db", url)
                 assert approved.returncode == 0, approved.stdout + approved.stderr
@@ -78,7 +79,7 @@ def test_a_run_served_on_postgresql_is_signalled_and_approved_from_the_command_l
                     run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
                     return run if run["status"] in ("completed", "failed") else None
 
-                run = wait_for("the run to end", ended)
+                run = wait_until(ended, "the run to end", timeout=30)
         assert run["status"] == "completed", run
         assert run["data"]["paid"] == 5.0 and run["data"]["receipt"] is True
         actors = {e["kind"]: e["actor"] for e in run["history"]}
