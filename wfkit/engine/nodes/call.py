@@ -19,13 +19,43 @@ from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
 from wfkit.engine.records import RunStatus
+from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, TokenState
 from wfkit.errors import AdmissionError, ExpressionError
 
-__all__ = ["MAX_CALL_DEPTH", "Call", "ChildOutcome"]
+__all__ = ["MAX_CALL_DEPTH", "Call", "ChildOutcome", "call_lineage"]
 
 MAX_CALL_DEPTH = 32
-"""Child runs nest at most this deep: a deeper call fails (it would be unbounded recursion)."""
+"""Child runs nest at most this deep: a deeper call fails, saying whether the workflows call
+each other in a cycle (a workflow reaching itself again in its call lineage) or not."""
+
+
+def call_lineage(run: RunState) -> list[str]:
+    """The workflow ids from the outermost caller down to ``run``'s own.
+
+    A child run keeps its callers' ids in its caller record (``lineage``); a run started
+    before that was recorded knows only its own id and those of the callers that did.
+    """
+    before = run.caller.get("run", {}).get("lineage", [])
+    return [*before, run.flow.id]
+
+
+def _too_deep(node_id: str, depth: int, lineage: list[str], config: Any) -> str:
+    target = config.workflow_id
+    head = f"call {node_id!r} would nest child runs {depth} deep"
+    if target in lineage:
+        last = len(lineage) - 1 - lineage[::-1].index(target)
+        ring = [*lineage[last:], target]
+        return (
+            f"{head}: the workflows call each other without end ({' -> '.join(ring)}); "
+            "break the cycle, or give the recursion a condition that ends it sooner"
+        )
+    chain = lineage if len(lineage) <= 6 else [*lineage[:3], "...", *lineage[-2:]]
+    return (
+        f"{head}: calls nest deeper than the limit of {MAX_CALL_DEPTH} "
+        f"({' -> '.join([*chain, target])}, no workflow calling itself); flatten the chain, "
+        "e.g. splice() a called workflow into its caller instead of calling it"
+    )
 
 
 @dataclass(frozen=True)
@@ -75,11 +105,7 @@ class Call(NodeHandler):
         config = node.config
         depth = cp.run.caller.get("run", {}).get("depth", 0) + 1
         if depth > MAX_CALL_DEPTH:
-            cp.fail_step(
-                token_id,
-                f"call {node_id!r} would nest child runs {depth} deep (at most "
-                f"{MAX_CALL_DEPTH}): the workflows call each other without end; break the cycle",
-            )
+            cp.fail_step(token_id, _too_deep(node_id, depth, call_lineage(cp.run), config))
             return
         if cp.calls is None:
             cp.fail_step(token_id, f"call {node_id!r}: this checkpoint cannot start child runs")
