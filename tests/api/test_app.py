@@ -132,3 +132,34 @@ def test_the_approvals_of_a_for_each_are_listed_and_decided_per_item(tmp_path: P
             engine.run_until_idle()
             assert published == ["b", "c"]
             assert [w.loop_path for w in engine.waiting()] == [(0,)]
+
+
+def test_a_loop_path_is_whole_numbers_never_true_or_text(tmp_path: Path) -> None:
+    """JSON true and "0" were read as 1 and 0: they decided another item's approval."""
+    published: list[str] = []
+    registry = wf.ActivityRegistry()
+    with wf.Engine(tmp_path / "runs.duckdb", registry=registry) as engine:
+        engine.register(batch(registry, published))
+        run = engine.start("batch", {"items": ["a", "b", "c"]})
+        engine.run_until_idle()
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        review = f"/runs/{run.id}/approvals/review"
+        with serving(create_app(engine, TOKEN)) as client:
+            for bad in ([True], [False], ["0"], ["1"], [1.0], [0.5], [None], [[0]], True, "0", 0):
+                body = {"approved": True, "actor": "ana", "loop_path": bad}
+                refused = client.post(review, headers=auth, json=body)
+                assert refused.status_code == 422, (bad, refused.text)
+                assert refused.json()["errors"][0]["loc"][:2] == ["body", "loop_path"]
+            engine.run_until_idle()
+            assert published == []
+            assert sorted(w.loop_path for w in engine.waiting()) == [(0,), (1,), (2,)]
+            assert [e.kind for e in run.history() if e.kind.startswith("approval.")] == [
+                "approval.waiting"
+            ] * 3  # none decided
+
+            decided = client.post(
+                review, headers=auth, json={"approved": True, "actor": "ana", "loop_path": [0]}
+            )
+            assert decided.status_code == 200, decided.text
+            engine.run_until_idle()
+            assert published == ["a"]

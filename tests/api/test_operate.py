@@ -297,7 +297,7 @@ def test_approve_item_decides_one_item_of_a_for_each(tmp_path: Path) -> None:
     with wf.Engine(db, registry=registry) as engine:
         assert [w.loop_path for w in engine.waiting()] == [(0,)]
 
-    for bad in ("x", "-1", "", "1,,2"):
+    for bad in ("x", "-1", "", "1,,2", "true", "1.0", "+1", "1_0", "\u0661", "0x1", "9" * 5000):
         refused = invoke("approve", run.id, "review", "--item", bad, "--db", str(db))
         assert refused.exit_code == 2, refused.output
         assert "is not an item" in refused.output
