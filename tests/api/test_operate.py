@@ -96,12 +96,20 @@ def test_a_kept_signal_waits_for_its_run(db: Path) -> None:
         assert run.data.paid == 2.0
 
 
+DEEP = "nested deeper than 64 levels"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("signal", "paid", "o-3", "--payload", "{oops"), "the payload is not JSON"),
         (("signal", "paid", "o-3", "--payload", "[1]"), "must be a JSON object"),
         (("signal", "paid", "o-3", "--payload", '{"amount": -1}'), "left in place"),
+        *(
+            (("signal", "paid", "o-3", "--payload", '{"a":' * n + "1" + "}" * n), DEEP)
+            for n in (65, 1_000, 100_000)
+        ),
+        (("signal", "paid", "o-3", "--payload", "[" * 100_000 + "]" * 100_000), DEEP),
         (("approve", "nosuchrun", "review"), "no open approval"),
         (("cancel", "nosuchrun"), "there is no run 'nosuchrun'"),
         (("recover", "RUN", "--action", "forget"), "--action must be retry, skip or abandon"),

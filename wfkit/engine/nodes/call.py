@@ -15,6 +15,7 @@ import jsonpatch
 
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.values import MAX_DEPTH, TOO_DEEP, json_problem
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
@@ -86,6 +87,17 @@ def _set_path(doc: dict[str, Any], path: str, value: Any) -> None:
     target[last] = value
 
 
+def _check_depth(value: Any, path: str, root: str) -> None:
+    """Raise ``ValueError`` when ``value`` set at the dotted ``path`` of the document ``root``
+    nests it deeper than the limit (a value that was within it may not be, placed deeper)."""
+    levels = len(_pointer(path))  # the document and the dicts on the way
+    problem = json_problem(value, f"{root}.{path}", depth=levels + 1)
+    if problem is None and levels > MAX_DEPTH:
+        problem = f"{root}.{path}: {TOO_DEEP}"
+    if problem is not None:
+        raise ValueError(problem)
+
+
 def _get_path(doc: Any, path: str) -> tuple[bool, Any]:
     for part in _pointer(path):
         if not isinstance(doc, dict) or part not in doc:
@@ -150,7 +162,9 @@ class Call(NodeHandler):
         scope = expression_scope(cp, token)
         document: dict[str, Any] = {}
         for field_name, expression in mapping.items():
-            _set_path(document, field_name, evaluate(expression, cp.run.data, extra=scope))
+            value = evaluate(expression, cp.run.data, extra=scope)
+            _check_depth(value, field_name, "input")
+            _set_path(document, field_name, value)
         return dict(json.loads(json.dumps(document, allow_nan=False)))
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
@@ -185,6 +199,7 @@ class Call(NodeHandler):
             for source, target in (config.bind or {}).items():
                 found, value = _get_path(child.data, source)
                 if found:
+                    _check_depth(value, target, "data")
                     _set_path(changed, target, value)
         except ValueError as exc:
             error = f"call {node_id!r}: cannot bind the child's data: {exc}"
