@@ -278,6 +278,21 @@ def test_a_call_binding_the_childs_data_too_deep_into_this_run_fails_the_call(en
     assert run.data == {} and acts.count("after") == 0
 
 
+def test_a_call_whose_input_places_a_value_too_deep_fails_and_starts_no_child(engine, acts) -> None:
+    acts.noop("child.step")
+    engine.register(wf.Workflow("child").start_with("child.step"))
+    field = ".".join(["i"] * 10)
+    engine.register(wf.Workflow("parent").start_with().call("child", input={field: "tree"}))
+    run = engine.start("parent", {"tree": deep(60)})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.FAILED
+    error = run.view().error or ""
+    assert "call 'call-child': the input is not a JSON document (input.i.i.i" in error
+    assert SAID in error
+    assert run.children() == [] and acts.count("child.step") == 0
+
+
 def test_a_checkpoint_holding_a_value_too_deep_to_write_fails_its_run_alone(engine, acts) -> None:
     """A value the checks missed: the run fails saying it is nested too deep, the others go on."""
     acts.noop("a", "b")
