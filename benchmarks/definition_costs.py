@@ -12,12 +12,15 @@ V5  validate 2,000 joins that their forks cannot reach, across two chains of 10,
 R1  to_dot of the 2,000 nested sagas
 R2  to_dot of the chain of 100,000 actions
 L1  Workflow.from_json of the 2,000 nested sagas
+B1  build a chain of 1,000 steps of one activity with the builder (.then("card.charge"))
+B2  the same, 10,000 steps
+B3  the same, 100,000 steps
 
 Each workload runs in a fresh interpreter (so that its peak RSS is its own, and a workload that
 does not finish is stopped and reported as such) and prints one JSON line: seconds, microseconds
 per node, peak RSS, its target and the ratio seconds / target (at most 1 meets the target). The
-last line compares the cost per node of V2 and V1: about 1 when validation is linear (target
-<= 1.5). Nothing here asserts.
+last lines compare the cost per node of V2 and V1, and of B3 and B1: about 1 when validation
+and building are linear (target <= 1.5; PASS or SHORT). Nothing here asserts.
 """
 
 from __future__ import annotations
@@ -105,6 +108,14 @@ def nested_json(n: int) -> str:
     return wf.Workflow.from_graph("nested", 1, nested_sagas(n)).to_json()
 
 
+def build_chain(n: int) -> wf.Workflow:
+    """``n`` steps of one activity: ``card.charge``, ``card.charge-2``... (the builder numbers)."""
+    flow = wf.Workflow("chain", 1).start_with("card.charge")
+    for _ in range(n - 1):
+        flow.then("card.charge")
+    return flow
+
+
 def validate(G: nx.MultiDiGraph) -> list[wf.Problem]:
     return wf.validate(G, registry=None)
 
@@ -137,6 +148,9 @@ WORKLOADS: dict[str, tuple[str, Setup, Measure, float]] = {
         wf.Workflow.from_json,
         0.5,
     ),
+    "B1": ("build chain 1,000", lambda: 1_000, build_chain, 0.1),
+    "B2": ("build chain 10,000", lambda: 10_000, build_chain, 1.0),
+    "B3": ("build chain 100,000", lambda: 100_000, build_chain, 10.0),
 }
 
 
@@ -144,7 +158,12 @@ def run_one(name: str) -> dict[str, object]:
     """In the child: build the input, then time the call and read the peak RSS."""
     what, setup, measure, target = WORKLOADS[name]
     subject = setup()
-    size = len(subject) if isinstance(subject, nx.MultiDiGraph) else node_count(subject)
+    if isinstance(subject, int):  # a builder workload: the number of steps to build
+        size = subject
+    elif isinstance(subject, nx.MultiDiGraph):
+        size = len(subject)
+    else:
+        size = node_count(subject)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
     result = measure(subject)
@@ -183,7 +202,8 @@ def main(argv: list[str]) -> None:
         print(json.dumps(run_one(argv[1])), flush=True)
         return
     per_node: dict[str, float] = {}
-    for name in argv or list(WORKLOADS):
+    names = argv or list(WORKLOADS)
+    for name in names:
         what, _, _, target = WORKLOADS[name]
         try:
             done = subprocess.run(
@@ -205,11 +225,17 @@ def main(argv: list[str]) -> None:
         figures = json.loads(done.stdout)
         if figures["us_per_node"] is not None:
             per_node[name] = figures["us_per_node"]
-    if "V1" in per_node and "V2" in per_node:
-        # linear: a graph 6.25 times larger costs about the same per node
-        ratio = per_node["V2"] / per_node["V1"]
-        line = {"check": "V2_vs_V1_us_per_node", "ratio": round(ratio, 3), "target": 1.5}
-        print(json.dumps(line | {"met": ratio <= 1.5}), flush=True)
+    # linear: a graph 6.25 (V) or 100 (B) times larger costs about the same per node
+    for small, large in (("V1", "V2"), ("B1", "B3")):
+        if small not in names or large not in names:
+            continue
+        line: dict[str, object] = {"check": f"{large}_vs_{small}_us_per_node", "ratio": None}
+        met = small in per_node and large in per_node  # a stopped workload is SHORT
+        if met:
+            line["ratio"] = ratio = round(per_node[large] / per_node[small], 3)
+            met = ratio <= 1.5
+        line |= {"target": 1.5, "met": met, "verdict": "PASS" if met else "SHORT"}
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -465,15 +466,17 @@ def approve_command(
     typer.echo(f"run {run_id}: {node!r}{which} {decision} by {who}; the run is {status}{via}")
 
 
+_DIGITS = re.compile(r"[0-9]{1,18}")  # an index; int() of 5,000 digits would raise
+
+
 def _item(text: str | None) -> list[int] | None:
     """``--item 0,2`` as a loop path."""
     if text is None:
         return None
-    try:
-        path = [int(part) for part in text.split(",")]
-    except ValueError:
-        path = []
-    if not path or any(i < 0 for i in path):
+    parts = [part.strip() for part in text.split(",")]
+    # ASCII digits only: int() would also read '+1', '1_0' and other scripts' digits
+    path = [int(part) for part in parts if _DIGITS.fullmatch(part)]
+    if len(path) != len(parts):
         raise typer.BadParameter(
             f"{text!r} is not an item: give its for_each indexes, outermost first, e.g. 2 or 0,2",
             param_hint="--item",

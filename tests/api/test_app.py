@@ -186,3 +186,73 @@ def test_the_approvals_of_a_for_each_are_listed_and_decided_per_item(tmp_path: P
             engine.run_until_idle()
             assert published == ["b", "c"]
             assert [w.loop_path for w in engine.waiting()] == [(0,)]
+
+
+def test_a_loop_path_is_whole_numbers_never_true_or_text(tmp_path: Path) -> None:
+    """JSON true and "0" were read as 1 and 0: they decided another item's approval."""
+    published: list[str] = []
+    registry = wf.ActivityRegistry()
+    with wf.Engine(tmp_path / "runs.duckdb", registry=registry) as engine:
+        engine.register(batch(registry, published))
+        run = engine.start("batch", {"items": ["a", "b", "c"]})
+        engine.run_until_idle()
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        review = f"/runs/{run.id}/approvals/review"
+        with serving(create_app(engine, TOKEN)) as client:
+            for bad in ([True], [False], ["0"], ["1"], [1.0], [0.5], [None], [[0]], True, "0", 0):
+                body = {"approved": True, "actor": "ana", "loop_path": bad}
+                refused = client.post(review, headers=auth, json=body)
+                assert refused.status_code == 422, (bad, refused.text)
+                assert refused.json()["errors"][0]["loc"][:2] == ["body", "loop_path"]
+            engine.run_until_idle()
+            assert published == []
+            assert sorted(w.loop_path for w in engine.waiting()) == [(0,), (1,), (2,)]
+            assert [e.kind for e in run.history() if e.kind.startswith("approval.")] == [
+                "approval.waiting"
+            ] * 3  # none decided
+
+            decided = client.post(
+                review, headers=auth, json={"approved": True, "actor": "ana", "loop_path": [0]}
+            )
+            assert decided.status_code == 200, decided.text
+            engine.run_until_idle()
+            assert published == ["a"]
+
+
+def _deep_text(levels: int) -> str:
+    """JSON text nesting ``levels`` levels, lists and objects in turn."""
+    opened = "".join("[" if i % 2 else '{"a":' for i in range(levels))
+    return opened + "1" + "".join("]" if i % 2 else "}" for i in reversed(range(levels)))
+
+
+@pytest.mark.parametrize("levels", [65, 1_000, 100_000])
+def test_bodies_nested_too_deep_are_refused_saying_so_and_nothing_changes(
+    tmp_path: Path, levels: int
+) -> None:
+    registry = wf.ActivityRegistry()
+    registry.register("after", lambda ctx: None)
+    flow = wf.Workflow("gate").start_with().wait_for_signal("go", correlate="key", id="go")
+    with wf.Engine(tmp_path / "runs.duckdb", registry=registry) as engine:
+        engine.register(flow.then("after"))
+        run = engine.start("gate", {"key": "k"})
+        engine.run_until_idle()
+        auth = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+        value = _deep_text(levels - 1)  # inside the document, or the payload: levels deep
+        bodies = {
+            "/runs": '{"workflow": "gate", "data": {"v": ' + value + "}}",
+            "/signals/go/k": '{"payload": {"v": ' + value + "}}",
+            "/signals/go/k2": '{"post_if_absent": true, "payload": {"v": ' + value + "}}",
+        }
+        # large enough for 100,000 levels: the parser, not the size limit, meets them
+        with serving(create_app(engine, TOKEN, max_body=2_000_000)) as client:
+            for path, body in bodies.items():
+                refused = client.post(path, headers=auth, content=body)
+                assert refused.status_code in (400, 422), (path, refused.text[:300])
+                problem = refused.json()
+                assert "nested deeper than 64 levels" in problem["detail"], (path, problem)
+                assert "Recursion" not in refused.text, path
+                if levels > 1_000:
+                    assert problem["type"] == "urn:wfkit:problem:too-deep", path
+        assert [r.run_id for r in engine.runs()] == [run.id]
+        assert [w.node_id for w in engine.waiting()] == ["go"]
+        assert engine.sql("SELECT count(*) FROM wf_signals").fetchall() == [(0,)]

@@ -96,12 +96,20 @@ def test_a_kept_signal_waits_for_its_run(db: Path) -> None:
         assert run.data.paid == 2.0
 
 
+DEEP = "nested deeper than 64 levels"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("signal", "paid", "o-3", "--payload", "{oops"), "the payload is not JSON"),
         (("signal", "paid", "o-3", "--payload", "[1]"), "must be a JSON object"),
         (("signal", "paid", "o-3", "--payload", '{"amount": -1}'), "left in place"),
+        *(
+            (("signal", "paid", "o-3", "--payload", '{"a":' * n + "1" + "}" * n), DEEP)
+            for n in (65, 1_000, 100_000)
+        ),
+        (("signal", "paid", "o-3", "--payload", "[" * 100_000 + "]" * 100_000), DEEP),
         (("approve", "nosuchrun", "review"), "no open approval"),
         (("cancel", "nosuchrun"), "there is no run 'nosuchrun'"),
         (("recover", "RUN", "--action", "forget"), "--action must be retry, skip or abandon"),
@@ -301,7 +309,7 @@ def test_approve_item_decides_one_item_of_a_for_each(tmp_path: Path) -> None:
     with wf.Engine(db, registry=registry) as engine:
         assert [w.loop_path for w in engine.waiting()] == [(0,)]
 
-    for bad in ("x", "-1", "", "1,,2"):
+    for bad in ("x", "-1", "", "1,,2", "true", "1.0", "+1", "1_0", "\u0661", "0x1", "9" * 5000):
         refused = invoke("approve", run.id, "review", "--item", bad, "--db", str(db))
         assert refused.exit_code == 2, refused.output
         assert "is not an item" in refused.output

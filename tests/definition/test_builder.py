@@ -814,3 +814,75 @@ def test_trip_nests_a_stay_saga_that_unwinds_with_the_flight(
         "car.book",
         "payment.capture",
     ]
+
+
+# --- cost: every verb names its node in amortised O(1) -----------------------------------------
+
+
+class _CountingDict(dict[str, Any]):
+    """A dict that counts the membership tests made on it (a name search is a run of them)."""
+
+    lookups = 0
+
+    def __contains__(self, key: object) -> bool:
+        self.lookups += 1
+        return super().__contains__(key)
+
+
+class _CountingGraph(nx.MultiDiGraph):  # type: ignore[misc]
+    node_dict_factory = _CountingDict
+
+
+def _lookups_per_node(n: int) -> float:
+    """Build n rounds of every naming verb on one graph; membership tests per node added."""
+    G = _CountingGraph()
+    G.graph["sagas"] = sagas = _CountingDict()
+    flow = wf.Workflow.from_graph("long", 1, G).start_with("card.charge")
+    pay = wf.Workflow("pay").start_with("card.charge").then("mail.receipt")
+    for _ in range(n):
+        flow.then("card.charge").if_("total > 1").delay("1s").call("payment")
+        flow.parallel(lambda b: b.then("c")).for_each("items", lambda b: b.then("d"))
+        flow.saga(lambda s: s.then("e")).splice(pay)
+    flow.end()
+    assert len(sagas) == n
+    return (G._node.lookups + sagas.lookups) / len(G)
+
+
+def test_a_long_build_costs_the_same_per_node_as_a_short_one() -> None:
+    # searching each name from "-1" again cost the n-th round about n lookups per verb: over
+    # 200 per node for 400 rounds, twice that for 800; resuming the search costs about 3.4
+    short, long = _lookups_per_node(400), _lookups_per_node(800)
+    assert short < 5
+    assert long < 5
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)  # a few seconds; it did not finish in 250 s when naming was quadratic
+def test_a_100_000_step_chain_gets_the_numbered_ids() -> None:
+    flow = wf.Workflow("long").start_with("card.charge")
+    for _ in range(99_999):
+        flow.then("card.charge")
+    nodes = list(flow.graph)
+    assert len(nodes) == 100_001
+    assert nodes[-3:] == ["card.charge-99998", "card.charge-99999", "card.charge-100000"]
+
+
+def test_an_id_freed_by_editing_the_graph_is_given_again() -> None:
+    flow = wf.Workflow("w").start_with("a").then("a").then("a").then("a")
+    flow.graph.remove_node("a-2")
+    flow.then("b")  # the builder adds a node of its own after the edit
+    flow.then("a")
+    flow.graph.remove_node("a-3")
+    flow.graph.add_node("x", kind="end")  # as many nodes as before, the last one new
+    flow.if_("x > 1").then("a")
+    flow.graph.remove_node("if-1")
+    flow.if_("x > 2")
+    assert list(flow.graph) == ["start", "a", "a-4", "b", "a-2", "x", "a-3", "if-1"]
+
+
+def test_a_saga_id_freed_by_editing_the_graph_is_given_again() -> None:
+    flow = wf.Workflow("w").start_with()
+    flow.saga(lambda s: s.then("a")).saga(lambda s: s.then("b")).saga(lambda s: s.then("c"))
+    del flow.graph.graph["sagas"]["saga-1"]
+    flow.saga(lambda s: s.then("d"))
+    assert list(flow.graph.graph["sagas"]) == ["saga-2", "saga-3", "saga-1"]

@@ -325,7 +325,7 @@ def test_an_item_that_has_no_open_approval_is_refused_and_nothing_changes(engine
     assert "open for items: [1]" in str(err.value)
     with pytest.raises(wf.SignalError, match=r"for item \[1, 0\]"):
         engine.approve(run.id, "review", loop_path=[1, 0], actor="ana")
-    for bad in ("1", 3, [-1], [True], [1.0]):
+    for bad in ("1", "0", 3, True, [-1], [True], [False], ["0"], [1.0], [None], {0: 0}):
         with pytest.raises(wf.UsageError, match="list of integers"):
             engine.approve(run.id, "review", loop_path=bad, actor="ana")
     assert snapshot(engine) == before

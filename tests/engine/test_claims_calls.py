@@ -36,8 +36,8 @@ def test_calls_recursing_through_two_workflows_stop_32_deep(
     assert acts.count("step") == 33
     deepest = family[-1].view().error
     assert deepest is not None
-    assert "would nest child runs 33 deep (at most 32)" in deepest
-    assert "break the cycle" in deepest
+    assert "would nest child runs 33 deep: the workflows call each other without end" in deepest
+    assert "(b -> a -> b); break the cycle" in deepest
     assert len(engine.runs()) == 33
 
 

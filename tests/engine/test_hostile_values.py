@@ -50,7 +50,7 @@ def count_runs(engine: wf.Engine) -> int:
         ({"b": b"bytes"}, "bytes is not a JSON value"),
         ({"m": {(1, 2): "x"}}, "JSON keys are strings"),
         ({"n": 10**4001}, "more than 4,000 digits"),
-        (nested(MAX_DEPTH + 1), f"nested more than {MAX_DEPTH} levels deep"),
+        (nested(MAX_DEPTH + 1), f"nested deeper than {MAX_DEPTH} levels"),
     ],
     ids=[
         "surrogate",
@@ -112,7 +112,7 @@ def _parked(engine: wf.Engine, acts: Any) -> wf.Run:
         ({"key": "k\ud800"}, "key contains a lone surrogate"),
         ({"key": "k\x00"}, "key contains a NUL"),
         ({"payload": {"v": float("nan")}}, r"payload\.v: nan is not a finite number"),
-        ({"payload": {"v": nested(MAX_DEPTH + 5)}}, "nested more than"),
+        ({"payload": {"v": nested(MAX_DEPTH + 5)}}, "nested deeper than"),
         ({"payload": {"v": dt.date(2026, 1, 1)}}, "date is not a JSON value"),
         ({"actor": "ops\x00"}, "actor contains a NUL"),
     ],

@@ -625,3 +625,55 @@ def test_a_call_takes_the_latest_active_version_and_a_deactivated_pin_fails_it(
     assert pinned.children() == []  # no child was started
     (failed,) = events(pinned, "step.failed")
     assert "'payment' v2 is deactivated" in (failed.error or "")
+
+
+def _deepest_failed_call(run: wf.Run) -> tuple[int, wf.Run, wf.Event]:
+    """How many calls down the failure started, that run and its failing call's event."""
+    depth = 0
+    while run.children():
+        (run,) = run.children()
+        depth += 1
+    (failed,) = [e for e in run.history() if e.kind == "step.failed"]
+    return depth, run, failed
+
+
+def test_a_deep_acyclic_chain_of_calls_says_it_nests_deeper_than_the_limit(engine, acts) -> None:
+    acts.noop("leaf")
+    engine.register(wf.Workflow("w59", 1).start_with("leaf"))
+    for i in reversed(range(59)):  # w0 calls w1, which calls w2... down to w59: no cycle
+        engine.register(wf.Workflow(f"w{i}", 1).start_with().call(f"w{i + 1}"))
+    run = engine.start("w0", {})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.FAILED
+    depth, deepest, failed = _deepest_failed_call(run)
+    assert depth == 32 and deepest.workflow_id == "w32"
+    assert failed.node_id == "call-w33"
+    assert failed.error == (
+        "call 'call-w33' would nest child runs 33 deep: calls nest deeper than the limit of 32 "
+        "(w0 -> w1 -> w2 -> ... -> w31 -> w32 -> w33, no workflow calling itself); flatten the "
+        "chain, e.g. splice() a called workflow into its caller instead of calling it"
+    )
+    assert "without end" not in (run.view().error or "")
+    assert "deeper than the limit of 32" in (run.view().error or "")
+    assert acts.names() == []  # w59's step was never reached
+
+
+def test_workflows_calling_each_other_in_a_cycle_are_told_to_break_it(engine, acts) -> None:
+    acts.noop("ping.log")
+    engine.register(wf.Workflow("pong", 1).start_with("ping.log"))  # so that ping may call it
+    engine.register(wf.Workflow("ping", 1).start_with("ping.log").call("pong"))
+    engine.register(wf.Workflow("pong", 2).start_with().call("ping"))  # the latest pong: a cycle
+    run = engine.start("ping", {})
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.FAILED
+    depth, deepest, failed = _deepest_failed_call(run)
+    assert depth == 32 and deepest.workflow_id == "ping"
+    assert failed.error == (
+        "call 'call-pong' would nest child runs 33 deep: the workflows call each other without "
+        "end (pong -> ping -> pong); break the cycle, or give the recursion a condition that "
+        "ends it sooner"
+    )
+    assert "limit of 32" not in (run.view().error or "")
+    assert acts.names() == ["ping.log"] * 17

@@ -147,6 +147,8 @@ def test_without_an_actor_nothing_is_decided(engine, review) -> None:
         ("[1, 2]", "must be a JSON object"),
         ('{"amount": -5}', "does not fit Payment"),
         ('{"amount": "lots", "ref": "tx"}', "amount"),
+        *(('{"a":' * n + "1" + "}" * n, "nested deeper than 64 levels") for n in (65, 1_000)),
+        ('{"a":' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 64 levels"),
     ],
 )
 def test_a_bad_payload_shows_the_error_and_sends_nothing(engine, paid, text, says) -> None:

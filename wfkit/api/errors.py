@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wfkit.api.models import FieldError, Problem
 from wfkit.definition.rendering import RenderingUnavailable
+from wfkit.definition.values import MAX_DEPTH, TOO_DEEP
 from wfkit.errors import (
     AdmissionError,
     DefinitionError,
@@ -167,6 +168,16 @@ def install_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+            # the JSON parser gave up on the body's nesting (about 1,000 levels); shallower
+            # bodies reach the routes, which refuse values deeper than 64 levels by their path
+            return problem_response(
+                400,
+                f"the request body is {TOO_DEEP} (the values wfkit stores nest at most "
+                f"{MAX_DEPTH} levels deep); flatten it and send it again",
+                slug="too-deep",
+                instance=request.url.path,
+            )
         return problem_response(
             exc.status_code,
             _http_detail(exc.status_code, exc.detail, request),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from wfkit.definition.durations import parse_duration
 from wfkit.engine import Event, RunInfo, RunStatus, WaitInfo
@@ -115,11 +115,13 @@ class ApprovalRequest(_Request):
     approved: bool = Field(description="True continues the run; false takes 'rejected'.")
     actor: Actor
     comment: str | None = Field(default=None, max_length=2000)
-    loop_path: list[Annotated[int, Field(ge=0)]] | None = Field(
+    # strict: JSON true or "0" is refused, not read as 1 or 0 (another item's approval)
+    loop_path: list[Annotated[StrictInt, Field(ge=0)]] | None = Field(
         default=None,
         max_length=64,
         description="Inside a for_each: the item whose approval is decided (its indexes, "
-        "outermost first, as /waiting shows them); null decides the oldest open one.",
+        "outermost first, as /waiting shows them: whole numbers of 0 or more, not text or "
+        "true/false); null decides the oldest open one.",
     )
 
 

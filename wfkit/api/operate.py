@@ -23,6 +23,7 @@ from typing import Any
 
 from wfkit.api.client import ApiClient
 from wfkit.api.discovery import Discovery, discover
+from wfkit.definition.values import MAX_DEPTH, TOO_DEEP
 from wfkit.engine import Engine
 from wfkit.errors import StoreError, UsageError
 from wfkit.worker import is_shared_url
@@ -154,6 +155,11 @@ def parse_payload(text: str) -> dict[str, Any]:
     except ValueError as exc:
         raise UsageError(
             f"the payload is not JSON ({exc}); write an object like '{{\"amount\": 42}}'"
+        ) from None
+    except RecursionError:  # the parser gives up at about 1,000 levels
+        raise UsageError(
+            f"the payload is {TOO_DEEP} (the values wfkit stores nest at most {MAX_DEPTH} "
+            "levels deep); flatten it"
         ) from None
     if not isinstance(payload, dict):
         raise UsageError(

@@ -10,7 +10,7 @@ cursors merge back into the main one.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -18,8 +18,9 @@ import networkx as nx
 from pydantic import BaseModel, ValidationError
 
 from wfkit.definition import keys
-from wfkit.definition.graph import SagaSpec, unique_node_id
+from wfkit.definition.graph import SagaSpec
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.naming import FreeIds
 from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
 from wfkit.definition.splicing import splice_graph
 from wfkit.errors import UsageError
@@ -58,6 +59,15 @@ def at_least(n: int) -> AtLeast:
 JoinMode = Literal["all", "any"] | AtLeast
 
 
+@dataclass
+class _Names:
+    """Where the searches for free node and saga ids stopped, shared by the builders over one
+    graph (see :mod:`wfkit.definition.naming`)."""
+
+    nodes: FreeIds = field(default_factory=FreeIds)
+    sagas: FreeIds = field(default_factory=FreeIds)
+
+
 class Steps:
     """Builder verbs over a shared graph; :class:`~wfkit.Workflow` is the top-level one."""
 
@@ -67,6 +77,7 @@ class Steps:
         cursor: list[Exit],
         saga: str | None = None,
         labels: dict[Exit, str] | None = None,
+        names: _Names | None = None,
     ) -> None:
         self._graph = graph
         self._cursor: list[Exit] = list(cursor)
@@ -74,6 +85,7 @@ class Steps:
         self._last: str | None = None
         # labels for outlets whose edge is drawn later (an if_ branch left empty)
         self._labels: dict[Exit, str] = {} if labels is None else labels
+        self._names = _Names() if names is None else names
 
     # --- plumbing -----------------------------------------------------------------------------
 
@@ -88,10 +100,17 @@ class Steps:
             node = Node.model_validate({k: v for k, v in attrs.items() if v is not None})
         except ValidationError as exc:
             raise UsageError(f"step {node_id!r} is malformed: {exc}") from None
+        self._names.nodes.sync(self._graph._node)
         self._graph.add_node(node_id, **node.to_attrs())
+        self._names.nodes.note(self._graph._node)
         self._connect(node_id)
         self._last = node_id
         return node_id
+
+    def _node_id(self, base: str, *, numbered: bool = False) -> str:
+        """``base``, ``base-2``... (``base-1``... if ``numbered``): the first not in the graph."""
+        # networkx keeps the nodes in G._node, an insertion-ordered dict (its subclassing API)
+        return self._names.nodes.pick(self._graph._node, base, numbered=numbered)
 
     def _connect(self, target: str) -> None:
         for u, outlet in self._cursor:
@@ -104,7 +123,7 @@ class Steps:
         """Run ``body`` from ``start``; return the outlets where it ends."""
         if body is None:
             return [start]
-        sub = Steps(self._graph, [start], self._saga, self._labels)
+        sub = Steps(self._graph, [start], self._saga, self._labels, self._names)
         body(sub)
         return sub._cursor
 
@@ -147,7 +166,7 @@ class Steps:
         ``id`` is given; ``policy``/keyword fields (``max_attempts=5``...) set its policy.
         """
         self._require_cursor("then")
-        node_id = id or unique_node_id(self._graph, activity)
+        node_id = id or self._node_id(activity)
         self._add(
             node_id,
             kind=NodeKind.ACTION,
@@ -169,7 +188,7 @@ class Steps:
     ) -> Self:
         """Branch on a safe ``expression`` over the data: ``then`` if true, else ``otherwise``."""
         self._require_cursor("if_")
-        node_id = id or unique_node_id(self._graph, "if", numbered=True)
+        node_id = id or self._node_id("if", numbered=True)
         self._add(
             node_id,
             kind=NodeKind.DECISION,
@@ -194,7 +213,7 @@ class Steps:
         self._require_cursor("decide")
         if not branches:
             raise UsageError("decide() needs at least one named branch")
-        node_id = id or unique_node_id(self._graph, activity)
+        node_id = id or self._node_id(activity)
         self._add(
             node_id,
             kind=NodeKind.DECISION,
@@ -225,7 +244,7 @@ class Steps:
         bodies = {f"branch-{i}": b for i, b in enumerate(branches, 1)} | dict(named)
         if not bodies:
             raise UsageError("parallel() needs at least one branch")
-        fork = id or unique_node_id(self._graph, "parallel", numbered=True)
+        fork = id or self._node_id("parallel", numbered=True)
         self._add(fork, kind=NodeKind.PARALLEL, config={"branches": list(bodies)})
         exits: list[Exit] = []
         for name, body in bodies.items():
@@ -249,7 +268,7 @@ class Steps:
         ``on_partial``, a partial join fails the step and the failure rules apply.
         """
         self._require_cursor("for_each")
-        fork = id or unique_node_id(self._graph, "for_each", numbered=True)
+        fork = id or self._node_id("for_each", numbered=True)
         self._add(
             fork,
             kind=NodeKind.FOR_EACH,
@@ -267,7 +286,7 @@ class Steps:
             raise UsageError(f"join must be 'all', 'any' or wf.at_least(n), got {join!r}")
         if not self._cursor:
             raise UsageError(f"every branch of {fork!r} ended; nothing is left to join")
-        join_id = unique_node_id(self._graph, "join", numbered=True)
+        join_id = self._node_id("join", numbered=True)
         self._add(join_id, kind=NodeKind.JOIN, config=config)
         self._cursor = [(join_id, "completed")]
         if on_partial is not None:
@@ -278,7 +297,7 @@ class Steps:
     def delay(self, duration: timedelta | str, *, id: str | None = None) -> Self:
         """Wait ``duration`` (``"7d"``, ``timedelta``...) on a durable timer."""
         self._require_cursor("delay")
-        node_id = id or unique_node_id(self._graph, "delay", numbered=True)
+        node_id = id or self._node_id("delay", numbered=True)
         self._add(node_id, kind=NodeKind.DELAY, config={"duration": duration})
         self._cursor = [(node_id, "next")]
         return self
@@ -382,7 +401,7 @@ class Steps:
         self._require_cursor("call")
         if not isinstance(workflow_id, str) or not workflow_id.strip():
             raise UsageError(f"call() needs a workflow id, got {workflow_id!r}")
-        node_id = id or unique_node_id(self._graph, f"call-{workflow_id}")
+        node_id = id or self._node_id(f"call-{workflow_id}")
         self._add(
             node_id,
             kind=NodeKind.CALL,
@@ -413,7 +432,8 @@ class Steps:
         (undo it too) or ``"keep"`` (a committed inner saga stands).
         """
         sagas: dict[str, Any] = self._graph.graph.setdefault(keys.SAGAS, {})
-        saga_id = id or _next_name(sagas, "saga")
+        self._names.sagas.sync(sagas)
+        saga_id = id or self._names.sagas.pick(sagas, "saga", numbered=True)
         if saga_id in sagas:
             raise UsageError(f"a saga called {saga_id!r} already exists; pass another id=")
         if self._saga is not None and policy is None:
@@ -425,7 +445,8 @@ class Steps:
             parent=self._saga, policy=SagaPolicy(policy) if policy else None, label=label
         )
         sagas[saga_id] = spec.model_dump(mode="json", exclude_none=True)
-        sub = Steps(self._graph, self._cursor, saga_id, self._labels)
+        self._names.sagas.note(sagas)
+        sub = Steps(self._graph, self._cursor, saga_id, self._labels, self._names)
         body(sub)
         self._cursor = sub._cursor
         self._last = sub._last
@@ -522,7 +543,14 @@ class Steps:
         graph = getattr(other, "graph", None)
         if not isinstance(graph, nx.MultiDiGraph):
             raise UsageError(f"splice() takes a wf.Workflow, got {type(other).__name__}")
-        part = splice_graph(self._graph, graph, prefix=str(other.id), saga=self._saga)
+        part = splice_graph(
+            self._graph,
+            graph,
+            prefix=str(other.id),
+            saga=self._saga,
+            free_ids=self._names.nodes,
+            free_saga_ids=self._names.sagas,
+        )
         self._connect(part.entry)
         self._cursor = list(part.ends)
         self._labels.update(part.labels)
@@ -532,7 +560,7 @@ class Steps:
     def end(self, *, id: str | None = None) -> Self:
         """End every open path at an explicit end node."""
         self._require_cursor("end")
-        self._add(id or unique_node_id(self._graph, "end"), kind=NodeKind.END)
+        self._add(id or self._node_id("end"), kind=NodeKind.END)
         return self
 
 
@@ -553,10 +581,3 @@ def _model_path(model: type[BaseModel] | str | None) -> str | None:
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise UsageError(f"payload must be a pydantic model class, got {model!r}")
     return f"{model.__module__}:{model.__qualname__}"
-
-
-def _next_name(existing: Mapping[str, Any], base: str) -> str:
-    i = 1
-    while f"{base}-{i}" in existing:
-        i += 1
-    return f"{base}-{i}"

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wfkit.definition import keys
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.naming import FreeIds
 from wfkit.definition.policy import SagaPolicy
 
 __all__ = [
@@ -123,12 +124,8 @@ def saga_nesting(sagas: Mapping[str, SagaSpec]) -> SagaNesting:
 
 def unique_node_id(G: nx.MultiDiGraph, base: str, *, numbered: bool = False) -> str:
     """A readable id not yet in ``G``: ``base``, ``base-2``...; or ``base-1``... if numbered."""
-    if not numbered and base not in G:
-        return base
-    i = 1 if numbered else 2
-    while f"{base}-{i}" in G:
-        i += 1
-    return f"{base}-{i}"
+    # networkx keeps the nodes in G._node, an insertion-ordered dict (its subclassing API)
+    return FreeIds().pick(G._node, base, numbered=numbered)
 
 
 def _plain(value: Any) -> Any:

@@ -27,6 +27,7 @@ import networkx as nx
 from wfkit.definition import keys
 from wfkit.definition.graph import iter_nodes, start_nodes
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.naming import FreeIds
 from wfkit.errors import UsageError
 
 __all__ = ["Splice", "end_labels", "open_ends", "splice_graph"]
@@ -114,22 +115,18 @@ class Splice:
     labels: dict[Exit, str] = field(default_factory=dict)
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    if base not in taken:
-        return base
-    i = 2
-    while f"{base}-{i}" in taken:
-        i += 1
-    return f"{base}-{i}"
+def _rename(ids: list[str], taken: dict[str, Any], prefix: str, free: FreeIds) -> dict[str, str]:
+    """Keep the ids not ``taken``; give the others ``prefix.id`` (``-2``... while taken).
 
-
-def _rename(ids: list[str], taken: set[str], prefix: str) -> dict[str, str]:
-    """Keep the ids not ``taken``; give the others ``prefix.id`` (``-2``... while taken)."""
-    used = taken | {n for n in ids if n not in taken}
+    ``taken`` is read, not copied (the host graph's nodes), and ``free`` resumes where the
+    last search for a name stopped, so a splice costs the size of the part spliced in, not of
+    the host or of the parts spliced before.
+    """
+    used = {n for n in ids if n not in taken}
     mapping: dict[str, str] = {}
     for n in ids:
         if n in taken:
-            mapping[n] = _fresh(f"{prefix}.{n}", used)
+            mapping[n] = free.pick(taken, f"{prefix}.{n}", also=used)
             used.add(mapping[n])
         else:
             mapping[n] = n
@@ -137,14 +134,21 @@ def _rename(ids: list[str], taken: set[str], prefix: str) -> dict[str, str]:
 
 
 def splice_graph(
-    G: nx.MultiDiGraph, other: nx.MultiDiGraph, *, prefix: str, saga: str | None = None
+    G: nx.MultiDiGraph,
+    other: nx.MultiDiGraph,
+    *,
+    prefix: str,
+    saga: str | None = None,
+    free_ids: FreeIds | None = None,
+    free_saga_ids: FreeIds | None = None,
 ) -> Splice:
     """Copy ``other`` (minus its start node) into ``G``; the caller connects ``entry``.
 
     ``prefix`` (the other workflow's id) prefixes clashing node and saga ids; ``saga`` is the
     host's saga at the cursor: the spliced nodes outside any saga of ``other`` join it, and
     ``other``'s outermost sagas nest in it (each must then have a policy). Nothing is added
-    when a :class:`~wfkit.UsageError` is raised.
+    when a :class:`~wfkit.UsageError` is raised. ``free_ids`` and ``free_saga_ids`` are the
+    builder's searches for free node and saga ids (see :mod:`wfkit.definition.naming`).
     """
     starts = start_nodes(other)
     if len(starts) != 1:
@@ -166,10 +170,15 @@ def splice_graph(
         )
     reach = nx.descendants(other, start)
     ids = [n for n in other.nodes if n in reach and n != start]
-    mapping = _rename(ids, set(G.nodes), prefix)
+    free_ids = free_ids or FreeIds()
+    free_ids.sync(G._node)  # networkx keeps the nodes in G._node (its subclassing API)
+    mapping = _rename(ids, G._node, prefix, free_ids)
     sagas_in: Mapping[str, Any] = other.graph.get(keys.SAGAS) or {}
-    host_sagas: dict[str, Any] = dict(G.graph.get(keys.SAGAS) or {})
-    saga_ids = _rename(list(sagas_in), set(host_sagas), prefix)
+    host_sagas = G.graph.get(keys.SAGAS) or {}
+    host_sagas = host_sagas if isinstance(host_sagas, dict) else dict(host_sagas)
+    free_saga_ids = free_saga_ids or FreeIds()
+    free_saga_ids.sync(host_sagas)
+    saga_ids = _rename(list(sagas_in), host_sagas, prefix, free_saga_ids)
     new_sagas: dict[str, Any] = {}
     for sid, spec in sagas_in.items():
         spec = dict(spec) if isinstance(spec, Mapping) else spec
@@ -203,8 +212,10 @@ def splice_graph(
     for u, v, k, attrs in other.edges(keys=True, data=True):
         if u in mapping and v in mapping:
             G.add_edge(mapping[u], mapping[v], key=k, **_plain_copy(attrs))
+    free_ids.note(G._node)
     if new_sagas:
         G.graph[keys.SAGAS] = {**host_sagas, **new_sagas}
+        free_saga_ids.note(G.graph[keys.SAGAS])
     return Splice(
         entry=mapping[firsts[0]],
         ends=ends,

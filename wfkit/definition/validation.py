@@ -25,7 +25,7 @@ from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
 from wfkit.definition.run_retry import run_retry_problem
-from wfkit.definition.values import json_problem, text_problem
+from wfkit.definition.values import depth_problem, json_problem, text_problem
 from wfkit.errors import ExpressionError
 
 __all__ = ["DEFAULT_MAX_PAYLOAD", "Registered", "validate", "validate_data"]
@@ -118,6 +118,12 @@ def validate_data(
     """Problems of a data document: not JSON, not fitting its model, or over the size limit."""
     problems: list[Problem] = []
     document = data
+    if data_model is not None or isinstance(data, BaseModel):
+        # before pydantic, which gives up on deep values with other words (json_problem below
+        # sees plain data)
+        problem = depth_problem(data, "data")
+        if problem is not None:
+            return [_not_storable(problem)]
     if data_model is not None:
         try:
             document = data_model.model_validate(
@@ -138,13 +144,7 @@ def validate_data(
         document = data.model_dump(mode="json")
     problem = json_problem(document, "data")
     if problem is not None:
-        return [
-            Problem(
-                code="bad-data",
-                message=f"data is not JSON or cannot be stored ({problem}); use dicts, lists, "
-                "strings, numbers, booleans and null, or declare a pydantic model that converts it",
-            )
-        ]
+        return [_not_storable(problem)]
     try:
         size = len(json.dumps(document, allow_nan=False).encode())
     except (TypeError, ValueError) as exc:
@@ -164,6 +164,14 @@ def validate_data(
             )
         )
     return problems
+
+
+def _not_storable(problem: str) -> Problem:
+    return Problem(
+        code="bad-data",
+        message=f"data is not JSON or cannot be stored ({problem}); use dicts, lists, "
+        "strings, numbers, booleans and null, or declare a pydantic model that converts it",
+    )
 
 
 # --- rules ------------------------------------------------------------------------------------

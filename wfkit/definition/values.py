@@ -15,6 +15,11 @@ every run that shares it). The policy:
 * nesting at most :data:`MAX_DEPTH` levels deep.
 
 The size limit (256 KiB of JSON by default) is the engine's ``max_payload``, checked on top.
+
+Nothing here recurses: a value nested 100,000 levels deep is refused as nested deeper than
+64 levels like one nested 65 levels deep. :func:`depth_problem` checks only the nesting, also
+through pydantic models, for the places where a value is handed to code that recurses
+(pydantic, ``json.dumps``, ``==``, JSON patches) before :func:`json_problem` has seen it.
 """
 
 from __future__ import annotations
@@ -23,10 +28,23 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "json_problem", "printable", "text_problem"]
+from pydantic import BaseModel
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "TOO_DEEP",
+    "depth_problem",
+    "json_problem",
+    "printable",
+    "text_problem",
+]
 
 MAX_DEPTH = 64
 """Deepest nesting of dicts and lists accepted (the document itself is level 1)."""
+
+TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
+"""How a problem of nesting ends, whatever the path and however deep the value goes."""
 
 MAX_INT_DIGITS = 4000
 """Most decimal digits of an integer (Python refuses to print more than 4,300 by default)."""
@@ -86,7 +104,7 @@ def json_problem(value: Any, where: str = "$", depth: int = 1) -> str | None:
             return f"{path}: {item!r} is not a finite number (JSON has no NaN or Infinity)"
         if isinstance(item, dict | list | tuple):
             if depth > MAX_DEPTH:
-                return f"{path}: nested more than {MAX_DEPTH} levels deep"
+                return f"{_shorten(path)}: {TOO_DEEP}"
             if isinstance(item, dict):
                 for key, child in reversed(item.items()):  # popped in document order
                     if not isinstance(key, str):
@@ -112,3 +130,44 @@ def json_problem(value: Any, where: str = "$", depth: int = 1) -> str | None:
             "booleans and null (convert it, e.g. a datetime to an ISO string, a set to a list)"
         )
     return None
+
+
+def depth_problem(value: Any, where: str = "$", depth: int = 1) -> str | None:
+    """``"<path>: nested deeper than 64 levels"`` when ``value`` nests dicts, lists, tuples,
+    sets or pydantic models deeper than :data:`MAX_DEPTH` (``depth`` is the level ``value``
+    sits at), else None. Looks at nothing else; never recurses.
+
+    Examples
+    --------
+    >>> deep = []
+    >>> for _ in range(100_000):
+    ...     deep = [deep]
+    >>> depth_problem({"v": deep}, "data")[-42:]
+    '[0][0][0][0]: nested deeper than 64 levels'
+    >>> depth_problem({"v": [[1]]}, "data") is None
+    True
+    """
+    stack: list[tuple[Any, str, int]] = [(value, where, depth)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, BaseModel):
+            item = {**vars(item), **(item.__pydantic_extra__ or {})}
+        if isinstance(item, dict):
+            children: Any = ((_step(path, k), v) for k, v in item.items())
+        elif isinstance(item, list | tuple | set | frozenset):
+            children = ((f"{path}[{i}]", v) for i, v in enumerate(item))
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return f"{_shorten(path)}: {TOO_DEEP}"
+        stack.extend((child, step, depth + 1) for step, child in children)
+    return None
+
+
+def _step(path: str, key: Any) -> str:
+    return f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
+
+
+def _shorten(path: str, limit: int = 120) -> str:
+    """A path of 65 levels can be long (its keys too): its start and end tell where it is."""
+    return path if len(path) <= limit else f"{path[: limit // 2]}...{path[-(limit // 2) :]}"

@@ -40,6 +40,7 @@ from pathlib import Path, PurePath
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
+from wfkit.definition.values import MAX_DEPTH
 from wfkit.errors import ArtifactError, UsageError
 
 __all__ = [
@@ -124,13 +125,22 @@ def is_artifact_ref(value: Any) -> bool:
 
 
 def contains_artifact(value: Any) -> bool:
-    """True when ``value`` is or holds (in dicts, lists, tuples) an :class:`Artifact`."""
-    if isinstance(value, Artifact):
-        return True
-    if isinstance(value, dict):
-        return any(contains_artifact(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(contains_artifact(v) for v in value)
+    """True when ``value`` is or holds (in dicts, lists, tuples) an :class:`Artifact`.
+
+    Looks :data:`~wfkit.definition.values.MAX_DEPTH` levels down, no deeper (a value nested
+    deeper cannot be stored anyway, and is refused as such), and never recurses.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Artifact):
+            return True
+        if depth > MAX_DEPTH:
+            continue
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
     return False
 
 

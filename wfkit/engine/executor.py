@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
 from wfkit.definition.typed_outputs import OutputType, fit_output
-from wfkit.definition.values import json_problem, printable
+from wfkit.definition.values import depth_problem, json_problem, printable
 from wfkit.engine.artifacts import AttemptArtifacts, contains_artifact, load_artifact
 from wfkit.engine.logs import AttemptLines, AttemptLogger
 from wfkit.engine.tracing import attached
@@ -307,17 +307,19 @@ def _attempt(
             output = _call(job, ctx)
         output = files.replace(output, "return value")
         problem = None
-        if job.output_type is not None:
+        if job.output_type is not None or isinstance(output, BaseModel):
+            problem = _deep_output_problem(job, output)  # before pydantic walks it
+        if job.output_type is not None and problem is None:
             output, problem = fit_output(output, job.output_type, job.activity)
-        after = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-        patch = _patch(base, after)
+        after, data_problem = _dumped(job, data)
+        patch = _patch(base, after) if data_problem is None else []
         if patch is None or (patch and contains_artifact([op.get("value") for op in patch])):
             after = files.replace(after, "ctx.data")  # only a changed document may hold one
             patch = _patch(base, after)
         if problem is None:
             problem = _output_problem(job, output)
             result.unusable = problem is not None
-        problem = problem or _stored_problem(job, after, patch)
+        problem = problem or data_problem or _stored_problem(job, after, patch)
         if problem is not None:
             result.error = problem
         else:
@@ -345,13 +347,31 @@ def _attempt(
 def _patch(base: Any, after: Any) -> list[dict[str, Any]] | None:
     """The JSON Patch from ``base`` to ``after``: [] when unchanged, None when the change cannot
     be expressed as one (a key that is not a string, a value JSON cannot encode)."""
-    if after == base:
-        return []
     try:
+        if after == base:
+            return []
         ops: list[dict[str, Any]] = jsonpatch.make_patch(base, after).patch
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested thousands deep
         return None
     return ops
+
+
+def _dumped(job: Job, data: Any) -> tuple[Any, str | None]:
+    """The data document as plain JSON (a model's dump); or why it cannot be stored."""
+    if not isinstance(data, BaseModel):
+        return data, None
+    try:
+        return data.model_dump(mode="json"), None
+    except (ValueError, RecursionError):
+        problem = depth_problem(data, "ctx.data")  # pydantic gives up on deep values
+        if problem is None:
+            raise
+        return data, _unstorable_write(job, problem)
+
+
+def _deep_output_problem(job: Job, output: Any) -> str | None:
+    problem = depth_problem(output, "return value")
+    return None if problem is None else _unstorable_output(job, problem)
 
 
 def _patch_problem(patch: list[dict[str, Any]]) -> str | None:
@@ -372,11 +392,20 @@ def _patch_problem(patch: list[dict[str, Any]]) -> str | None:
 def _output_problem(job: Job, output: Any) -> str | None:
     """Why the attempt's return value cannot be recorded, or None."""
     problem = json_problem(output, "return value")
-    if problem is None:
-        return None
+    return None if problem is None else _unstorable_output(job, problem)
+
+
+def _unstorable_output(job: Job, problem: str) -> str:
     return (
         f"activity {job.activity!r} returned a value that is not JSON or cannot be "
         f"stored ({problem}); return a dict of plain values (or None)"
+    )
+
+
+def _unstorable_write(job: Job, problem: str) -> str:
+    return (
+        f"activity {job.activity!r} wrote a value into ctx.data that cannot be stored: "
+        f"{problem}; the change is not recorded"
     )
 
 
@@ -386,10 +415,7 @@ def _stored_problem(job: Job, data: Any, patch: list[dict[str, Any]] | None) -> 
         return None  # the document did not change
     problem = json_problem(data, "ctx.data") if patch is None else _patch_problem(patch)
     if problem is not None:
-        return (
-            f"activity {job.activity!r} wrote a value into ctx.data that cannot be stored: "
-            f"{problem}; the change is not recorded"
-        )
+        return _unstorable_write(job, problem)
     if job.max_data is not None:
         size = len(json.dumps(data).encode())
         if size > job.max_data:

@@ -26,7 +26,7 @@ from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.handles import Run
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.loops import loop_path as frames_path
-from wfkit.engine.nodes.wait import fit_payload
+from wfkit.engine.nodes.wait import bound_patch, fit_payload
 from wfkit.engine.records import RunStatus, WaitInfo
 from wfkit.engine.state import RunState
 from wfkit.errors import SignalError, UsageError
@@ -158,10 +158,12 @@ class Operations:
                     return False  # another sender's signal took this wait first
                 node = run.flow.nodes[node_id]
                 payload = self._check_payload(node, name, key_text, payload)
+                # before the checkpoint: a command that fails leaves the run's changes in it
+                ops = bound_patch(node, run.data, payload, writer.binder)
                 cp = writer.checkpoint(run, actor)
                 cp.drop_bookmark(token_id)
                 handler: Any = writer.handlers["wait"]
-                handler.on_signal(cp, token_id, node_id, node, payload)
+                handler.on_signal(cp, token_id, node_id, node, payload, ops=ops)
         except RunBusy:
             # another engine holds the run: if it took this wait meanwhile, we lost the race
             if not writer.find_bookmark("signal", name, key_text):
@@ -206,6 +208,7 @@ class Operations:
                 raise UsageError(f"run {run_id} has no node {node_id!r}")
             node = run.flow.nodes[node_id]
         name = getattr(node.config, "signal", node_id)
+        refuse_unstorable(SignalError, f"signal {name!r}", payload=payload)
         return self._check_payload(node, name, None, payload)
 
     def post_signal(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.leases import RunBusy
-from wfkit.engine.nodes.call import ChildOutcome
+from wfkit.engine.nodes.call import ChildOutcome, call_lineage
 from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind
@@ -64,7 +64,13 @@ class Subruns:
         parent = cp.run
         child = RunState(uuid.uuid4().hex[:16], flow, document)
         depth = parent.caller.get("run", {}).get("depth", 0) + 1
-        caller = {"run": parent.run_id, "token": token_id, "node": node_id, "depth": depth}
+        caller = {
+            "run": parent.run_id,
+            "token": token_id,
+            "node": node_id,
+            "depth": depth,
+            "lineage": call_lineage(parent),
+        }
         child.put("caller", "run", caller)
         text = json.dumps(document, separators=(",", ":"))
         writer.add_instance(child, text, cp.actor, parent=parent.run_id)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from wfkit.definition.values import TOO_DEEP
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import drains, logs, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
@@ -622,6 +623,8 @@ class Writer:
         for run_id, cp in batch.items():
             try:
                 parts[run_id] = self._rows(cp, new_runs)
+            except RecursionError:  # json.dumps gave up on a value's nesting
+                unwritable[run_id] = f"a value in its state is {TOO_DEEP}"
             except Exception as exc:  # a value in its state that cannot be written
                 unwritable[run_id] = f"{type(exc).__name__}: {exc}"
         if (

@@ -32,6 +32,7 @@ import ipywidgets as widgets
 from pydantic import ValidationError
 
 from wfkit.definition.kinds import Node
+from wfkit.definition.values import TOO_DEEP
 from wfkit.definition.workflow import import_model
 from wfkit.engine import Engine, WaitInfo
 from wfkit.engine.nodes.wait import fit_payload
@@ -67,6 +68,8 @@ def parse_payload(text: str) -> dict[str, Any]:
             f"the payload is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
             'write an object such as {"field": "value"}'
         ) from None
+    except RecursionError:  # the parser gives up at about 1,000 levels
+        raise ValueError(f"the payload is {TOO_DEEP}; flatten it") from None
     if not isinstance(value, dict):
         raise ValueError(
             f"the payload must be a JSON object ({{...}}), not a {type(value).__name__}; "

@@ -15,17 +15,48 @@ import jsonpatch
 
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.values import MAX_DEPTH, TOO_DEEP, json_problem
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
 from wfkit.engine.records import RunStatus
+from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EventKind, TokenState
 from wfkit.errors import AdmissionError, ExpressionError
 
-__all__ = ["MAX_CALL_DEPTH", "Call", "ChildOutcome"]
+__all__ = ["MAX_CALL_DEPTH", "Call", "ChildOutcome", "call_lineage"]
 
 MAX_CALL_DEPTH = 32
-"""Child runs nest at most this deep: a deeper call fails (it would be unbounded recursion)."""
+"""Child runs nest at most this deep: a deeper call fails, saying whether the workflows call
+each other in a cycle (a workflow reaching itself again in its call lineage) or not."""
+
+
+def call_lineage(run: RunState) -> list[str]:
+    """The workflow ids from the outermost caller down to ``run``'s own.
+
+    A child run keeps its callers' ids in its caller record (``lineage``); a run started
+    before that was recorded knows only its own id and those of the callers that did.
+    """
+    before = run.caller.get("run", {}).get("lineage", [])
+    return [*before, run.flow.id]
+
+
+def _too_deep(node_id: str, depth: int, lineage: list[str], config: Any) -> str:
+    target = config.workflow_id
+    head = f"call {node_id!r} would nest child runs {depth} deep"
+    if target in lineage:
+        last = len(lineage) - 1 - lineage[::-1].index(target)
+        ring = [*lineage[last:], target]
+        return (
+            f"{head}: the workflows call each other without end ({' -> '.join(ring)}); "
+            "break the cycle, or give the recursion a condition that ends it sooner"
+        )
+    chain = lineage if len(lineage) <= 6 else [*lineage[:3], "...", *lineage[-2:]]
+    return (
+        f"{head}: calls nest deeper than the limit of {MAX_CALL_DEPTH} "
+        f"({' -> '.join([*chain, target])}, no workflow calling itself); flatten the chain, "
+        "e.g. splice() a called workflow into its caller instead of calling it"
+    )
 
 
 @dataclass(frozen=True)
@@ -56,6 +87,17 @@ def _set_path(doc: dict[str, Any], path: str, value: Any) -> None:
     target[last] = value
 
 
+def _check_depth(value: Any, path: str, root: str) -> None:
+    """Raise ``ValueError`` when ``value`` set at the dotted ``path`` of the document ``root``
+    nests it deeper than the limit (a value that was within it may not be, placed deeper)."""
+    levels = len(_pointer(path))  # the document and the dicts on the way
+    problem = json_problem(value, f"{root}.{path}", depth=levels + 1)
+    if problem is None and levels > MAX_DEPTH:
+        problem = f"{root}.{path}: {TOO_DEEP}"
+    if problem is not None:
+        raise ValueError(problem)
+
+
 def _get_path(doc: Any, path: str) -> tuple[bool, Any]:
     for part in _pointer(path):
         if not isinstance(doc, dict) or part not in doc:
@@ -75,11 +117,7 @@ class Call(NodeHandler):
         config = node.config
         depth = cp.run.caller.get("run", {}).get("depth", 0) + 1
         if depth > MAX_CALL_DEPTH:
-            cp.fail_step(
-                token_id,
-                f"call {node_id!r} would nest child runs {depth} deep (at most "
-                f"{MAX_CALL_DEPTH}): the workflows call each other without end; break the cycle",
-            )
+            cp.fail_step(token_id, _too_deep(node_id, depth, call_lineage(cp.run), config))
             return
         if cp.calls is None:
             cp.fail_step(token_id, f"call {node_id!r}: this checkpoint cannot start child runs")
@@ -124,7 +162,9 @@ class Call(NodeHandler):
         scope = expression_scope(cp, token)
         document: dict[str, Any] = {}
         for field_name, expression in mapping.items():
-            _set_path(document, field_name, evaluate(expression, cp.run.data, extra=scope))
+            value = evaluate(expression, cp.run.data, extra=scope)
+            _check_depth(value, field_name, "input")
+            _set_path(document, field_name, value)
         return dict(json.loads(json.dumps(document, allow_nan=False)))
 
     def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
@@ -159,6 +199,7 @@ class Call(NodeHandler):
             for source, target in (config.bind or {}).items():
                 found, value = _get_path(child.data, source)
                 if found:
+                    _check_depth(value, target, "data")
                     _set_path(changed, target, value)
         except ValueError as exc:
             error = f"call {node_id!r}: cannot bind the child's data: {exc}"

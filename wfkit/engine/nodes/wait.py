@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
@@ -10,14 +11,20 @@ from pydantic import ValidationError
 
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
-from wfkit.definition.values import json_problem, text_problem
+from wfkit.definition.values import (
+    MAX_DEPTH,
+    TOO_DEEP,
+    depth_problem,
+    json_problem,
+    text_problem,
+)
 from wfkit.definition.workflow import import_model
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
 from wfkit.engine.outputs import record_output
-from wfkit.errors import DefinitionError, ExpressionError
+from wfkit.errors import DefinitionError, ExpressionError, SignalError
 
 
 def fit_payload(node: Node, payload: Any) -> dict[str, Any]:
@@ -25,6 +32,9 @@ def fit_payload(node: Node, payload: Any) -> dict[str, Any]:
 
     Raises ``ValidationError`` (or ``TypeError``/``ValueError`` for non-JSON) when it does not fit.
     """
+    problem = depth_problem(payload, "payload")  # before json.dumps or pydantic recurse
+    if problem is not None:
+        raise ValueError(problem)
     model_path = getattr(node.config, "payload", None)
     if not model_path:
         return dict(json.loads(json.dumps(payload)))
@@ -94,7 +104,11 @@ class Wait(NodeHandler):
             raw, sender = posted
             try:
                 payload = fit_payload(node, raw)
-            except (ValidationError, DefinitionError, TypeError, ValueError) as exc:
+                ops = bound_patch(node, cp.run.data, payload, cp.binder)
+                cp.set_token(token_id, st="wait")
+                self.on_signal(cp, token_id, node_id, node, payload, actor=sender, ops=ops)
+                return
+            except (ValidationError, DefinitionError, SignalError, TypeError, ValueError) as exc:
                 cp.event(
                     "signal.refused",
                     node_id,
@@ -103,10 +117,6 @@ class Wait(NodeHandler):
                     error=str(exc),
                     detail={"posted": True},
                 )
-            else:
-                cp.set_token(token_id, st="wait")
-                self.on_signal(cp, token_id, node_id, node, payload, actor=sender)
-                return
             posted = cp.take_posted(config.signal, key)
         park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
 
@@ -124,21 +134,13 @@ class Wait(NodeHandler):
         node: Node,
         payload: dict[str, Any],
         actor: str | None = None,
+        ops: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Apply the payload as the node's ``bind`` says, then continue through ``next``."""
-        bind = node.config.bind
-        ops: list[dict[str, Any]] = []
-        if isinstance(bind, str) and cp.binder is not None:
-            changed = json.loads(json.dumps(cp.run.data))
-            cp.binder(bind)(changed, payload)
-            ops = jsonpatch.make_patch(cp.run.data, changed).patch
-        elif isinstance(bind, dict):
-            for field_name, target in bind.items():
-                if field_name in payload:
-                    path = "/" + "/".join(
-                        p.replace("~", "~0").replace("/", "~1") for p in target.split(".")
-                    )
-                    ops.append({"op": "add", "path": path, "value": payload[field_name]})
+        """Apply the payload as the node's ``bind`` says (``ops``, from :func:`bound_patch`,
+        where the caller worked it out before changing anything), then continue through
+        ``next``."""
+        if ops is None:
+            ops = bound_patch(node, cp.run.data, payload, cp.binder)
         unpark(cp, token_id)
         cp.run.apply_patch(ops)
         if payload:
@@ -152,3 +154,50 @@ class Wait(NodeHandler):
             **({"actor": actor} if actor else {}),
         )
         cp.leave(token_id, node_id, "next")
+
+
+def bound_patch(
+    node: Node,
+    data: dict[str, Any],
+    payload: dict[str, Any],
+    binder: Callable[[str], Callable[..., Any]] | None,
+) -> list[dict[str, Any]]:
+    """The JSON patch the wait ``node``'s ``bind`` makes of ``payload`` to ``data`` (a binder's
+    changes, or the payload fields copied to data fields).
+
+    Raises ``SignalError`` when the data it would make cannot be stored (a binder's value, a
+    payload value placed so deep that the data nests too deep); nothing is changed.
+    """
+    bind = node.config.bind
+    ops: list[dict[str, Any]] = []
+    if isinstance(bind, str) and binder is not None:
+        changed = json.loads(json.dumps(data))
+        binder(bind)(changed, payload)
+        _refuse_unstorable(node, f"the binder {bind!r} made data that", changed, "data")
+        ops = jsonpatch.make_patch(data, changed).patch
+    elif isinstance(bind, dict):
+        for field_name, target in bind.items():
+            if field_name in payload:
+                parts = target.split(".")
+                value = payload[field_name]
+                # the payload was checked; placed deeper in the data it may nest too deep
+                where, depth = f"data.{target}", len(parts) + 1
+                _refuse_unstorable(
+                    node, f"binding {field_name!r} makes data that", value, where, depth
+                )
+                path = "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+                ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+def _refuse_unstorable(node: Node, what: str, value: Any, where: str, depth: int = 1) -> None:
+    """Raise ``SignalError`` (nothing changes, the wait stays) when what a signal's payload
+    would put into the data cannot be stored; no value here is walked recursively."""
+    problem = json_problem(value, where, depth)
+    if problem is None and depth - 1 > MAX_DEPTH:  # the target's own dicts nest too deep
+        problem = f"{where}: {TOO_DEEP}"
+    if problem is not None:
+        raise SignalError(
+            f"signal {node.config.signal!r} refused: {what} cannot be stored ({problem}); "
+            "the wait is left in place"
+        )
