@@ -108,6 +108,8 @@ class Checkpoint:
     posted_taken: list[str] = field(default_factory=list)
     # attempts whose log lines this checkpoint writes: (index of the event recording it, result)
     logs: list[tuple[int, Any]] = field(default_factory=list)
+    # artifacts stored by the attempts this checkpoint records (their wf_artifacts rows)
+    artifacts: list[Any] = field(default_factory=list)
     strict_conflict: str | None = None
     # the run's own grown graph (engine.append): its wf_definitions row, written with this
     # checkpoint, and the run repinned to its hash
