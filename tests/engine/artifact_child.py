@@ -27,6 +27,11 @@ def check(ctx: wf.ActivityContext[Any]) -> Any:
     return {"pid": os.getpid(), "total": int(ctx.load(ctx.outputs["make"]["grid"]).sum())}
 
 
+def peek(ctx: wf.ActivityContext[Any]) -> Any:
+    """Load the reference the run's data holds (which may not be this run's to load)."""
+    return {"pid": os.getpid(), "size": len(ctx.load(ctx.data["ref"]))}
+
+
 def attempt(shipped: bytes, name: str) -> AttemptResult:
     """Run the pickled job with the activity ``name`` of this module, as a worker would."""
     job = pickle.loads(shipped)

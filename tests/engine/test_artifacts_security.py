@@ -30,7 +30,6 @@ import wfkit as wf
 from tests.engine.conftest import Activities, OpenEngine
 from tests.engine.helpers import rows, run_to_idle
 from tests.engine.opens import watching
-from wfkit.engine import artifact_root
 from wfkit.engine.artifacts import ARTIFACT_KEY, ArtifactStore
 from wfkit.engine.executor import run_attempt
 
@@ -442,7 +441,7 @@ def test_a_write_that_fails_midway_leaves_nothing_behind(
         written[0] += len(data)
         return real_write(fd, data)
 
-    monkeypatch.setattr(artifact_root.os, "write", write)
+    monkeypatch.setattr(os, "write", write)
     acts.add("make", lambda ctx: wf.Artifact(b"x" * (3 << 20)))
     engine = open_engine(artifacts=root)
     run = run_to_idle(engine, wf.Workflow("full").start_with("make", policy={"max_attempts": 1}))
@@ -460,12 +459,14 @@ def test_a_write_past_a_file_size_limit_leaves_nothing_behind(tmp_path: Path) ->
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, hard))
     try:
-        with pytest.raises(wf.ArtifactError, match="nothing of this artifact was left"):
+        with pytest.raises(wf.ArtifactError) as caught:
             store.save(wf.Artifact(b"y" * (1 << 20)), "run", "node", "1")
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous)
     assert [p for p in (tmp_path / "store").rglob("*")] == []
+    assert "File too large" in str(caught.value)
+    assert "nothing of this artifact was left" in str(caught.value)
 
 
 # --- attempts on other processes ----------------------------------------------------------------
