@@ -159,6 +159,25 @@ def test_a_memory_root(open_engine: OpenEngine, acts: Activities) -> None:
     assert engine.artifacts == root
 
 
+def test_a_chained_root_keeps_its_chain_in_the_references(
+    open_engine: OpenEngine, acts: Activities, tmp_path: Path
+) -> None:
+    root = f"simplecache::file://{tmp_path / 'chained'}"
+    flow = _two_steps(
+        acts,
+        lambda ctx: wf.Artifact(b"through a cache"),
+        lambda ctx: {"got": ctx.load(ctx.outputs["make"]).decode()},
+    )
+    engine = open_engine(artifacts=root)
+    run = run_to_idle(engine, flow)
+    assert run.status is wf.RunStatus.COMPLETED, _error(run)
+    assert run.outputs["check"] == {"got": "through a cache"}
+    assert run.outputs["make"][ARTIFACT_KEY].startswith(f"{root}/{run.id}/make/")
+    plain = {**run.outputs["make"], ARTIFACT_KEY: run.outputs["make"][ARTIFACT_KEY][13:]}
+    with pytest.raises(wf.ArtifactError, match="does not lie under"):
+        run.load(plain)  # the same file without the root's chain is not the engine's URI
+
+
 def test_the_default_root_is_next_to_the_duckdb_file(tmp_path: Path) -> None:
     assert (
         default_root(str(tmp_path / "runs.duckdb")) == (tmp_path / "runs.duckdb.artifacts").as_uri()

@@ -188,6 +188,12 @@ class ArtifactRoot:
             raise self._outside(uri)
         return path
 
+    def uri_of(self, path: str) -> str:
+        """The URI the engine writes in a reference for ``path`` under the root (a chained
+        root's chain first)."""
+        uri: str = self.fs.unstrip_protocol(path)
+        return f"{self.chain}::{uri}" if self.chain else uri
+
     def _outside(self, uri: str) -> ArtifactError:
         return refused(
             uri, f"it does not lie under this engine's artifact root {self.url}", _THEN_ROOT

@@ -223,7 +223,7 @@ class ArtifactStore:
                 path, sha, size, made = root.write_local(folders, encoded.chunks(), leaf)
             else:
                 path, sha, size, made = _write_remote(root, folders, encoded, leaf)
-            uri = root.fs.unstrip_protocol(path)
+            uri = root.uri_of(path)
         except ArtifactError:
             raise
         except Exception as exc:
