@@ -188,7 +188,10 @@ class IssuedRecords:
 
     def resolve(self, uri: str, run_id: str | None) -> ArtifactRecord:
         """The record of ``uri`` when the run ``run_id`` may load it (any run when None)."""
-        records, refusals = self.resolve_many([uri], run_id)
+        rows = self.store.query("artifact_record", [uri])
+        records, refusals = self._allowed(
+            {r.uri: r for r in map(ArtifactRecord.from_row, rows)}, [uri], run_id
+        )
         if uri in records:
             return records[uri]
         why = refusals[uri]
@@ -200,12 +203,13 @@ class IssuedRecords:
         """The records the run ``run_id`` may load among ``uris``, and why each other one is
         refused (two queries at most, whatever the number)."""
         wanted = sorted(set(uris))
-        found = {
-            record.uri: record
-            for record in map(
-                ArtifactRecord.from_row, self.store.query("artifact_records", [wanted])
-            )
-        }
+        rows = self.store.query("artifact_records", [wanted])
+        return self._allowed({r.uri: r for r in map(ArtifactRecord.from_row, rows)}, wanted, run_id)
+
+    def _allowed(
+        self, found: dict[str, ArtifactRecord], wanted: list[str], run_id: str | None
+    ) -> tuple[dict[str, ArtifactRecord], dict[str, str]]:
+        """``found`` without the records ``run_id`` may not load; why each URI is refused."""
         refusals = {uri: _NOT_ISSUED for uri in wanted if uri not in found}
         others = {r.run_id for r in found.values() if r.run_id != run_id}
         if run_id is None or self.shared or not others:

@@ -96,6 +96,11 @@ SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(
        unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[])
 ON CONFLICT DO NOTHING;
 
+-- name: artifact_record
+-- The record of one URI (wfkit.engine.artifact_records.ArtifactRecord.from_row).
+SELECT uri, run_id, node_id, attempt, size, sha256, format, media_type, name, created_at
+FROM wf_artifacts WHERE uri = ?;
+
 -- name: artifact_records
 -- The records of these URIs (wfkit.engine.artifact_records.ArtifactRecord.from_row).
 SELECT uri, run_id, node_id, attempt, size, sha256, format, media_type, name, created_at
