@@ -317,9 +317,14 @@ class ArtifactRoot:
     # --- writing --------------------------------------------------------------------------------
 
     def ensure(self) -> None:
-        """Create a local root that does not exist yet, owner-only (0700)."""
+        """Create a local root that does not exist yet, owner-only (0700 whatever the umask;
+        a root that exists keeps its permissions)."""
         if self.local and not os.path.isdir(self.path):
-            os.makedirs(self.path, mode=0o700, exist_ok=True)
+            parent = os.path.dirname(self.path)
+            os.makedirs(parent, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.path, 0o700)
+                os.chmod(self.path, 0o700)
 
     def write_local(
         self, folders: list[str], chunks: Iterable[bytes], name_of: Any

@@ -434,9 +434,9 @@ class AttemptArtifacts:
         self._records: dict[str, ArtifactRecord] = {}  # uri -> its record
         self._store: ArtifactStore | None = None
 
-    def records(self) -> list[ArtifactRecord]:
+    def records(self) -> tuple[ArtifactRecord, ...]:
         """The records of the artifacts this attempt stored, one per URI."""
-        return list(self._records.values())
+        return tuple(self._records.values()) if self._records else ()
 
     def replace(self, value: Any, where: str) -> Any:
         """``value`` with every :class:`Artifact` in it stored and replaced by its reference

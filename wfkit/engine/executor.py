@@ -350,7 +350,7 @@ def _attempt(
             result.output = output
             result.patch = patch or []
             result.ok = True
-            result.artifacts = tuple(files.records())
+            result.artifacts = files.records()
     except ArtifactError as exc:
         result.error = str(exc)
     except Fallback as exc:
