@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from wfkit.engine.artifact_root import refused
+from wfkit.engine.artifact_root import MAX_URI, refused
 from wfkit.errors import ArtifactError
 
 __all__ = [
@@ -282,7 +282,7 @@ def references_in(value: Any, found: list[str], depth: int = 0) -> None:
         return
     if isinstance(value, dict):
         uri = value.get(ARTIFACT_KEY)
-        if isinstance(uri, str):
+        if isinstance(uri, str) and len(uri) <= MAX_URI:  # a longer one is refused anyway
             found.append(uri)
         for item in value.values():
             if isinstance(item, dict | list):

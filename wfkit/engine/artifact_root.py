@@ -44,7 +44,16 @@ from typing import Any
 from wfkit.definition.values import printable
 from wfkit.errors import ArtifactError
 
-__all__ = ["CHUNK", "ArtifactRoot", "clean_segment", "refused", "shown"]
+__all__ = [
+    "CHUNK",
+    "MAX_URI",
+    "ArtifactRoot",
+    "changed",
+    "clean_segment",
+    "missing",
+    "refused",
+    "shown",
+]
 
 CHUNK = 1 << 20
 """Bytes read or written at a time."""
