@@ -7,7 +7,7 @@ Every message says what happened and what to do next::
     │   └── ExpressionError    an expression that is unsafe, malformed or reads unknown names
     ├── AdmissionError         a run refused at start (carries every reason; nothing written)
     ├── StoreError             the store failed (the driver's exception is the __cause__)
-    ├── ArtifactError          an artifact that cannot be stored, or is missing or corrupted
+    ├── ArtifactError          an artifact not stored, a reference refused, a file gone or changed
     ├── WorkflowFailed         a run ended in failure (carries the recorded error)
     │   └── VisitLimitExceeded a loop went round more often than max_visits allows
     ├── SignalError            a signal or approval that cannot be delivered
@@ -91,8 +91,9 @@ class StoreError(WfkitError):
 
 
 class ArtifactError(WfkitError):
-    """An artifact could not be stored, or is missing or corrupted when loaded (the message
-    names its URI)."""
+    """An artifact could not be stored, or a reference was refused (not one the engine issued
+    to this run), or the artifact is missing or was changed since it was stored (the message
+    names the reference)."""
 
 
 class WorkflowFailed(WfkitError):

@@ -14,7 +14,7 @@ import numpy as np
 
 import wfkit as wf
 from wfkit.definition.activities import CancelFlag
-from wfkit.engine.executor import run_attempt
+from wfkit.engine.executor import AttemptResult, run_attempt
 
 
 def make(ctx: wf.ActivityContext[Any]) -> Any:
@@ -27,9 +27,13 @@ def check(ctx: wf.ActivityContext[Any]) -> Any:
     return {"pid": os.getpid(), "total": int(ctx.load(ctx.outputs["make"]["grid"]).sum())}
 
 
-def attempt(shipped: bytes, name: str) -> tuple[bool, Any, str | None]:
+def peek(ctx: wf.ActivityContext[Any]) -> Any:
+    """Load the reference the run's data holds (which may not be this run's to load)."""
+    return {"pid": os.getpid(), "size": len(ctx.load(ctx.data["ref"]))}
+
+
+def attempt(shipped: bytes, name: str) -> AttemptResult:
     """Run the pickled job with the activity ``name`` of this module, as a worker would."""
     job = pickle.loads(shipped)
     job = dataclasses.replace(job, function=globals()[name], cancel=CancelFlag())
-    result = run_attempt(job, lambda: datetime.now(UTC))
-    return result.ok, result.output, result.error
+    return run_attempt(job, lambda: datetime.now(UTC))

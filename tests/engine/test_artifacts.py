@@ -25,6 +25,7 @@ import wfkit as wf
 from tests.engine import artifact_child
 from tests.engine.conftest import Activities, OpenEngine
 from tests.engine.helpers import rows, run_to_idle
+from wfkit.engine.artifact_records import ArtifactRecord, CarriedRecords
 from wfkit.engine.artifacts import ARTIFACT_KEY, ArtifactStore, default_root, load_artifact
 
 
@@ -158,6 +159,25 @@ def test_a_memory_root(open_engine: OpenEngine, acts: Activities) -> None:
     assert engine.artifacts == root
 
 
+def test_a_chained_root_keeps_its_chain_in_the_references(
+    open_engine: OpenEngine, acts: Activities, tmp_path: Path
+) -> None:
+    root = f"simplecache::file://{tmp_path / 'chained'}"
+    flow = _two_steps(
+        acts,
+        lambda ctx: wf.Artifact(b"through a cache"),
+        lambda ctx: {"got": ctx.load(ctx.outputs["make"]).decode()},
+    )
+    engine = open_engine(artifacts=root)
+    run = run_to_idle(engine, flow)
+    assert run.status is wf.RunStatus.COMPLETED, _error(run)
+    assert run.outputs["check"] == {"got": "through a cache"}
+    assert run.outputs["make"][ARTIFACT_KEY].startswith(f"{root}/{run.id}/make/")
+    plain = {**run.outputs["make"], ARTIFACT_KEY: run.outputs["make"][ARTIFACT_KEY][13:]}
+    with pytest.raises(wf.ArtifactError, match="does not lie under"):
+        run.load(plain)  # the same file without the root's chain is not the engine's URI
+
+
 def test_the_default_root_is_next_to_the_duckdb_file(tmp_path: Path) -> None:
     assert (
         default_root(str(tmp_path / "runs.duckdb")) == (tmp_path / "runs.duckdb.artifacts").as_uri()
@@ -221,36 +241,30 @@ def test_purge_deletes_the_artifacts_of_purged_runs_and_archive_keeps_them(
     first = run_to_idle(engine, flow, {"blob": "one"})
     second = engine.start("p", {"blob": "two"})
     engine.run_until_idle()
-    first_file = _local(first.outputs["make"][ARTIFACT_KEY])
+    first_ref = first.outputs["make"]
+    first_file = _local(first_ref[ARTIFACT_KEY])
     second_file = _local(second.outputs["make"][ARTIFACT_KEY])
     assert first_file.is_file() and second_file.is_file()
     clock.advance("2d")
     report = engine.archive(tmp_path / "archive", older_than="1d")
     assert report.runs == 2
-    assert first_file.is_file()  # the archived rows keep references that still load
-    assert engine.load_artifact(json.loads(json.dumps({"r": _ref(first_file)}))["r"]) == b"one"
+    assert report.rows["wf_artifacts"] == 2  # the records go into the archive with the runs
+    assert first_file.is_file()  # the archived records still vouch for the files kept
+    assert engine.load_artifact(json.loads(json.dumps(first_ref)), archive=tmp_path / "archive")
+    with pytest.raises(wf.ArtifactError, match="did not store it"):
+        engine.load_artifact(first_ref)  # the store no longer knows the archived run
     third = engine.start("p", {"blob": "three"})
     engine.run_until_idle()
-    third_file = _local(third.outputs["make"][ARTIFACT_KEY])
+    third_ref = third.outputs["make"]
+    third_file = _local(third_ref[ARTIFACT_KEY])
     clock.advance("2d")
     assert engine.purge(older_than="1d") == 1
     assert not third_file.exists()
     assert not (tmp_path / "store" / third.id).exists()
+    assert rows(engine, "SELECT count(*) FROM wf_artifacts") == [(0,)]
 
 
-def _ref(path: Path) -> dict[str, Any]:
-    data = path.read_bytes()
-    return {
-        ARTIFACT_KEY: path.as_uri(),
-        "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "media_type": "application/octet-stream",
-        "format": "bytes",
-        "name": None,
-    }
-
-
-def test_a_corrupted_or_missing_artifact_raises_an_error_naming_its_uri(
+def test_a_changed_or_missing_artifact_raises_an_error_naming_it(
     open_engine: OpenEngine, acts: Activities, tmp_path: Path
 ) -> None:
     acts.add("make", lambda ctx: wf.Artifact(b"precious" * 10))
@@ -259,9 +273,11 @@ def test_a_corrupted_or_missing_artifact_raises_an_error_naming_its_uri(
     ref = run.outputs["make"]
     path = _local(ref[ARTIFACT_KEY])
     path.write_bytes(b"tampered" * 10)
-    with pytest.raises(wf.ArtifactError, match="corrupted") as caught:
+    with pytest.raises(wf.ArtifactError, match="was changed since it was stored") as caught:
         run.load(ref)
     assert ref[ARTIFACT_KEY] in str(caught.value)
+    tampered = hashlib.sha256(b"tampered" * 10).hexdigest()
+    assert tampered[:12] not in str(caught.value) and "bytes" not in str(caught.value)
     path.unlink()
     with pytest.raises(wf.ArtifactError, match="missing") as caught:
         run.load(ref)
@@ -270,21 +286,44 @@ def test_a_corrupted_or_missing_artifact_raises_an_error_naming_its_uri(
         run.load({"rows": 3})
 
 
-def test_a_later_step_sees_the_corruption_as_a_failed_attempt(
+def test_a_later_step_sees_a_changed_artifact_as_a_failed_attempt(
     open_engine: OpenEngine, acts: Activities, tmp_path: Path
 ) -> None:
-    def make(ctx: Any) -> Any:
-        ref = ArtifactStore((tmp_path / "store").as_uri()).save(
-            wf.Artifact(b"abc"), ctx.instance_id, "elsewhere", "1"
-        )
-        return {**ref, "sha256": "0" * 64}
+    def tamper(ctx: Any) -> None:
+        _local(ctx.outputs["make"][ARTIFACT_KEY]).write_bytes(b"xyz")
 
-    flow = _two_steps(acts, make, lambda ctx: ctx.load(ctx.outputs["make"]))
-    flow = wf.Workflow("c2").start_with("make").then("check", policy={"max_attempts": 1})
+    acts.add("make", lambda ctx: wf.Artifact(b"abc"))
+    acts.add("tamper", tamper)
+    acts.add("check", lambda ctx: ctx.load(ctx.outputs["make"]))
+    flow = (
+        wf.Workflow("c2")
+        .start_with("make")
+        .then("tamper")
+        .then("check", policy={"max_attempts": 1})
+    )
     engine = open_engine(artifacts=tmp_path / "store")
     run = run_to_idle(engine, flow)
     assert run.status is wf.RunStatus.FAILED
-    assert "corrupted" in _error(run) and "elsewhere" in _error(run)
+    assert "was changed since it was stored" in _error(run)
+    assert run.outputs["make"][ARTIFACT_KEY] in _error(run)
+
+
+def test_a_reference_a_step_made_up_is_refused_in_a_later_step(
+    open_engine: OpenEngine, acts: Activities, tmp_path: Path
+) -> None:
+    def make(ctx: Any) -> Any:  # a file under the root, written behind the engine's back
+        return ArtifactStore((tmp_path / "store").as_uri()).save(
+            wf.Artifact(b"abc"), ctx.instance_id, "elsewhere", "1"
+        )
+
+    acts.add("make", make)
+    acts.add("check", lambda ctx: ctx.load(ctx.outputs["make"]))
+    flow = wf.Workflow("c3").start_with("make").then("check", policy={"max_attempts": 1})
+    engine = open_engine(artifacts=tmp_path / "store")
+    run = run_to_idle(engine, flow)
+    assert run.status is wf.RunStatus.FAILED
+    assert "was refused: this engine did not store it" in _error(run)
+    assert "elsewhere" in _error(run)
 
 
 def test_unicode_node_ids_and_names(
@@ -329,9 +368,10 @@ def test_a_job_with_its_artifact_root_pickles(open_engine: OpenEngine, acts: Act
     [token] = list(state.tokens)
     job = engine._scheduler.make_job(state, token)
     assert job is not None and job.artifacts == root
-    shipped = dataclasses.replace(job, function=None, heartbeat=None, cancel=None)  # type: ignore[arg-type]
+    shipped = dataclasses.replace(job.travelling(), function=None)  # type: ignore[arg-type]
     back = pickle.loads(pickle.dumps(shipped))
     assert back.artifacts == root and back.run_id == run.id
+    assert back.records is None  # no reference in its data: it carries no record
     engine.run_until_idle()
 
 
@@ -368,34 +408,45 @@ def test_an_attempt_on_another_process_stores_and_loads_through_the_root(
 ) -> None:
     root = tmp_path / "shared"
     engine = open_engine(artifacts=root)
-    acts.add("make", lambda ctx: None)
-    flow = wf.Workflow("far").start_with("make")
-    engine.register(flow)
+    acts.noop("make", "check")
+    engine.register(wf.Workflow("far").start_with("make").then("check"))
     run = engine.start("far", {})
-    state = engine._state(run.id)
-    job = engine._scheduler.make_job(state, next(iter(state.tokens)))
-    assert job is not None
-    shipped = pickle.dumps(dataclasses.replace(job, function=None, heartbeat=None, cancel=None))  # type: ignore[arg-type]
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        ok, output, error = pool.submit(artifact_child.attempt, shipped, "make").result(120)
-        assert ok, error
-        assert output["pid"] != os.getpid()
-        grid = engine.load_artifact(output["grid"])  # stored there, read here
+        made = _attempt_elsewhere(pool, engine, run, "make")
+        assert made.ok, made.error
+        assert made.output["pid"] != os.getpid()
+        grid = engine.load_artifact(made.output["grid"])  # stored there, recorded, read here
         assert grid.shape == (100, 1000) and int(grid.sum()) == 4999950000
-        later = dataclasses.replace(job, outputs_json=json.dumps({"make": output}))
-        shipped = pickle.dumps(
-            dataclasses.replace(later, function=None, heartbeat=None, cancel=None)
-        )  # type: ignore[arg-type]
-        ok, checked, error = pool.submit(artifact_child.attempt, shipped, "check").result(120)
-    assert ok, error
-    assert checked["total"] == 4999950000
+        checked = _attempt_elsewhere(pool, engine, run, "check")  # carries the grid's record
+    assert checked.ok, checked.error
+    assert checked.output["total"] == 4999950000
     engine.run_until_idle()
+    assert run.status is wf.RunStatus.COMPLETED
+
+
+def _attempt_elsewhere(pool: Any, engine: wf.Engine, run: wf.Run, node: str) -> Any:
+    """Run the ready step ``node`` of ``run`` on the pool's process, as an executor on other
+    processes does (the job travels pickled), and hand its result to the engine."""
+    with engine._writer.lock:  # held by this engine (on PostgreSQL a new run waits for a claim)
+        engine._writer.take(run.id)
+    state = engine._state(run.id)
+    token = next(t for t, tok in state.tokens.items() if tok["node"] == node)
+    job = engine._scheduler.make_job(state, token)
+    assert job is not None
+    shipped = pickle.dumps(dataclasses.replace(job.travelling(), function=None))  # type: ignore[arg-type]
+    result = pool.submit(artifact_child.attempt, shipped, node).result(120)
+    engine._scheduler.process([result])
+    return result
 
 
 def test_a_truncated_leftover_file_is_written_again(tmp_path: Path) -> None:
     store = ArtifactStore((tmp_path / "store").as_uri())
     ref = store.save(wf.Artifact(b"whole content"), "run", "node", "1")
     path = _local(ref[ARTIFACT_KEY])
-    path.write_bytes(b"whole")  # what a process killed while writing leaves
-    assert store.save(wf.Artifact(b"whole content"), "run", "node", "1") == ref
-    assert load_artifact(ref) == b"whole content"
+    path.write_bytes(b"whole")  # what an earlier wfkit killed while writing left
+    created: list[str] = []
+    assert store.save(wf.Artifact(b"whole content"), "run", "node", "1", created=created) == ref
+    assert created == [ref[ARTIFACT_KEY]]
+    record = ArtifactRecord.of(ref, "run", "node", 1)
+    issued = CarriedRecords({record.uri: record})
+    assert load_artifact(ref, store.root, issued) == b"whole content"

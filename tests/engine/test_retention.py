@@ -54,8 +54,15 @@ def _boom(ctx: Any) -> None:
     raise RuntimeError("backend down")
 
 
-def _receipt(ctx: Any) -> None:
+def _receipt(ctx: Any) -> Any:
     ctx.logger.info("receipt sent")
+    return {"copy": wf.Artifact(b"receipt")}  # a wf_artifacts row that goes with the run
+
+
+@pytest.fixture
+def engine(open_engine: Any, tmp_path: Path) -> wf.Engine:
+    """The engine of these tests, its artifacts under the test's folder."""
+    return open_engine(artifacts=tmp_path / "artifacts")
 
 
 def register(engine: wf.Engine, acts: Any) -> None:

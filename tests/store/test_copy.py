@@ -237,6 +237,25 @@ def test_a_duckdb_file_moves_into_postgresql_and_its_runs_finish_there(
         assert {label: engine.run(i).history() for label, i in source.ids.items()} == histories
 
 
+def test_artifact_records_move_with_their_runs_and_load_under_the_same_root(
+    pg: str, acts: Activities, clock: wf.ManualClock, tmp_path: Path
+) -> None:
+    acts.registry.register("keep", lambda ctx: wf.Artifact(b"moved with its record"))
+    root = tmp_path / "artifacts"
+    with wf.Engine(tmp_path / "a.duckdb", registry=acts.registry, artifacts=root) as engine:
+        engine.register(wf.Workflow("keeps").start_with("keep"))
+        run_id = engine.start("keeps", {}).id
+        engine.run_until_idle()
+        ref = engine.run(run_id).outputs["keep"]
+    report = copy_store(str(tmp_path / "a.duckdb"), pg)
+    assert report.tables["wf_artifacts"].copied == 1
+    with wf.Engine(pg, registry=acts.registry, clock=clock, artifacts=root) as engine:
+        assert engine.run(run_id).load(ref) == b"moved with its record"
+    with wf.Engine(pg, registry=acts.registry, clock=clock, artifacts=tmp_path / "elsewhere") as e:
+        with pytest.raises(wf.ArtifactError, match="does not lie under this engine's artifact"):
+            e.run(run_id).load(ref)
+
+
 # --- refusals --------------------------------------------------------------------------------
 
 

@@ -180,12 +180,19 @@ class ActivityContext(Generic[D]):
     def load(self, ref: Any) -> Any:
         """The value of an artifact reference (what a step that returned ``wf.Artifact(...)``
         recorded in its output or in ``data``): a DataFrame, a numpy array, bytes, str, or a
-        local ``pathlib.Path`` for a file. Its size and SHA-256 are checked first.
+        local ``pathlib.Path`` for a file.
+
+        Only an artifact the engine stored for this run or a run of its family (linked to it
+        by calls and restarts) loads, unless the engine has ``artifacts_shared=True``; at most
+        its recorded size is read, and its SHA-256 is checked first. An attempt on another
+        process (a Dask worker) loads the references found in its run's data, outputs, input
+        and item.
 
         Raises
         ------
         ArtifactError
-            The artifact is missing or does not match its reference (the message names its URI).
+            The reference is refused (not one the engine issued, or not to this run), or the
+            artifact is missing or was changed since it was stored (the message names it).
         UsageError
             ``ref`` is not an artifact reference.
         """

@@ -2,9 +2,9 @@
 
 An activity returns ``wf.Artifact(value)`` (as its output, or as a value inside its output
 dict, or puts one into a dict data document). After the attempt, on whichever process ran it,
-the value is encoded (Parquet for pandas and polars DataFrames, ``.npy`` for numpy arrays, the
-bytes themselves for ``bytes``, UTF-8 for ``str``, a file's content for a ``pathlib.Path``) and
-written under the engine's artifact root::
+the value is encoded (:mod:`wfkit.engine.artifact_codecs`) and written under the engine's
+artifact root (:mod:`wfkit.engine.artifact_root`: a temporary name renamed when complete,
+files 0600 and folders 0700 on a local root)::
 
     <root>/<run_id>/<node_id>/<attempt>[-<loop path>]-<sha256[:16]>[-<name>].<ext>
 
@@ -15,32 +15,35 @@ public contract, :class:`ArtifactRef`)::
      "sha256": "0f3a...", "media_type": "application/vnd.apache.parquet",
      "format": "pandas", "name": null}
 
-``ctx.load(ref)`` (or ``engine.load_artifact(ref)``, ``run.load(ref)``) reads the file back,
-checks its size and SHA-256 and decodes it by ``format``. Only plain values travel with a job
-(the root is a URL string), so an attempt on another process (a Dask worker) stores and loads
-artifacts the same way, provided the root is one that process reaches.
+and the attempt's result carries the :class:`~wfkit.engine.artifact_records.ArtifactRecord`
+of each, which the writer stores in ``wf_artifacts`` with the checkpoint that records the
+attempt. ``ctx.load(ref)`` (or ``engine.load_artifact(ref)``, ``run.load(ref)``) loads only a
+reference the engine issued (:func:`load_artifact`: under the root, recorded, matching its
+record, and of a run the loader may read), reading at most the recorded size and checking the
+recorded SHA-256 before decoding by the recorded format.
 
 Files are written per attempt and content-addressed within it: a failed attempt removes the
-files it created, so no recorded reference points at the file of a failed attempt; a run's
-artifacts live under ``<root>/<run_id>/`` and a purge removes that folder.
+files it created, and its references are never recorded; a run's artifacts live under
+``<root>/<run_id>/`` and a purge removes that folder with the run's records.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import io
+import contextlib
 import logging
-import mimetypes
-import sys
+import os
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterable
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from wfkit.definition.values import MAX_DEPTH
+from wfkit.engine.artifact_codecs import Encoded, decode, encode
+from wfkit.engine.artifact_records import ArtifactRecord, Resolver, mismatch
+from wfkit.engine.artifact_root import ArtifactRoot, refused
 from wfkit.errors import ArtifactError, UsageError
 
 __all__ = [
@@ -61,17 +64,10 @@ log = logging.getLogger("wfkit.engine")
 ARTIFACT_KEY = "$artifact"
 """The key that makes a JSON dict an artifact reference (its value is the artifact's URI)."""
 
-EXTRA = "pip install 'wfkit[artifacts]'"
-
-PARQUET = "application/vnd.apache.parquet"
-NPY = "application/x-npy"
-OCTETS = "application/octet-stream"
-TEXT = "text/plain; charset=utf-8"
-
 ArtifactRef = TypedDict(
     "ArtifactRef",
     {
-        "$artifact": str,  # the URI the content is stored at (any fsspec URL)
+        "$artifact": str,  # the URI the content is stored at (under the engine's root)
         "size": int,  # bytes stored
         "sha256": str,  # hex SHA-256 of the bytes stored
         "media_type": str,  # e.g. application/vnd.apache.parquet
@@ -148,10 +144,11 @@ def contains_artifact(value: Any) -> bool:
 
 
 def root_url(root: str | Path) -> str:
-    """The artifact root as a URL: fsspec URLs as given, local paths made absolute ``file://``."""
+    """The artifact root as a URL: fsspec URLs as given, local paths made absolute ``file://``
+    (the path as it is, not percent-encoded: fsspec takes a ``file://`` URL's path literally)."""
     if isinstance(root, str) and "://" in root:
         return root.rstrip("/")
-    return Path(root).expanduser().resolve().as_uri()
+    return "file://" + Path(root).expanduser().resolve().as_posix()
 
 
 def default_root(target: str) -> str:
@@ -173,124 +170,10 @@ def default_root(target: str) -> str:
     return root_url(path.with_name(path.name + ".artifacts"))
 
 
-def _fsspec() -> Any:
-    try:
-        fsspec = importlib.import_module("fsspec")
-    except ImportError as exc:
-        raise ArtifactError(
-            f"artifacts are stored through fsspec, which is not installed ({exc}): {EXTRA}"
-        ) from None
-    return fsspec
-
-
-def _fs(url: str) -> tuple[Any, str]:
-    fs, path = _fsspec().core.url_to_fs(url)
-    return fs, path
-
-
 def _safe(text: str, limit: int = 80) -> str:
     """``text`` as one path segment: letters and digits of any script, ``-``, ``_`` and ``.``."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in text).strip(".")
     return safe[:limit] or "_"
-
-
-# --- encoding ------------------------------------------------------------------------------------
-
-
-class _Encoded:
-    """An artifact's bytes (or the local file holding them) and what describes them."""
-
-    def __init__(
-        self, fmt: str, media_type: str, ext: str, data: bytes | None, file: Path | None = None
-    ) -> None:
-        self.format = fmt
-        self.media_type = media_type
-        self.ext = ext
-        self.data = data
-        self.file = file
-
-    def digest(self) -> tuple[str, int]:
-        if self.data is not None:
-            return hashlib.sha256(self.data).hexdigest(), len(self.data)
-        assert self.file is not None
-        with self.file.open("rb") as handle:
-            return _sha256(handle)
-
-
-def _module(value: Any) -> str:
-    return type(value).__module__.split(".")[0]
-
-
-def _parquet_problem(exc: ImportError) -> ArtifactError:
-    return ArtifactError(f"storing a DataFrame as Parquet needs pyarrow ({exc}): {EXTRA}")
-
-
-def _encode(artifact: Artifact, where: str) -> _Encoded:
-    value = artifact.value
-    if isinstance(value, bytes | bytearray | memoryview):
-        return _Encoded("bytes", OCTETS, ".bin", bytes(value))
-    if isinstance(value, str):
-        return _Encoded("text", TEXT, ".txt", value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, PurePath):
-        path = Path(value)
-        if not path.is_file():
-            raise ArtifactError(
-                f"{where}: wf.Artifact({str(path)!r}) names no file this process can read; an "
-                "artifact path must be an existing file (write it first, then return its path)"
-            )
-        guessed = mimetypes.guess_type(path.name)[0] or OCTETS
-        return _Encoded("file", guessed, path.suffix, None, path)
-    module = _module(value)
-    if module == "pandas" and hasattr(value, "to_parquet"):
-        buffer = io.BytesIO()
-        try:
-            value.to_parquet(buffer)
-        except ImportError as exc:
-            raise _parquet_problem(exc) from None
-        return _Encoded("pandas", PARQUET, ".parquet", buffer.getvalue())
-    if module == "polars" and hasattr(value, "write_parquet"):
-        buffer = io.BytesIO()
-        value.write_parquet(buffer)
-        return _Encoded("polars", PARQUET, ".parquet", buffer.getvalue())
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(value, numpy.ndarray):
-        buffer = io.BytesIO()
-        try:
-            numpy.save(buffer, value, allow_pickle=False)
-        except ValueError as exc:
-            raise ArtifactError(
-                f"{where}: a numpy array of objects cannot be stored ({exc}); store arrays of "
-                "numbers, or convert it (a DataFrame, bytes)"
-            ) from None
-        return _Encoded("numpy", NPY, ".npy", buffer.getvalue())
-    raise ArtifactError(
-        f"{where}: wf.Artifact holds a {type(value).__module__}.{type(value).__qualname__}, which "
-        "it cannot store; give it a pandas or polars DataFrame, a numpy array, bytes, str or a "
-        "pathlib.Path to a file (serialise other objects to bytes or a file first)"
-    )
-
-
-def _decode(fmt: str, data: bytes, uri: str) -> Any:
-    if fmt == "bytes":
-        return data
-    if fmt == "text":
-        return data.decode("utf-8", "surrogatepass")
-    if fmt == "numpy":
-        numpy = importlib.import_module("numpy")
-        return numpy.load(io.BytesIO(data), allow_pickle=False)
-    if fmt == "pandas":
-        pandas = importlib.import_module("pandas")
-        try:
-            return pandas.read_parquet(io.BytesIO(data))
-        except ImportError as exc:
-            raise _parquet_problem(exc) from None
-    if fmt == "polars":
-        polars = importlib.import_module("polars")
-        return polars.read_parquet(io.BytesIO(data))
-    raise ArtifactError(
-        f"artifact {uri} has format {fmt!r}, which this wfkit version cannot read; open it with "
-        "the wfkit version that wrote it"
-    )
 
 
 # --- the store -----------------------------------------------------------------------------------
@@ -301,14 +184,23 @@ class ArtifactStore:
 
     def __init__(self, root: str) -> None:
         self.root = root.rstrip("/")
+        self._parsed: ArtifactRoot | None = None
 
     def __repr__(self) -> str:
         return f"ArtifactStore({self.root!r})"
 
-    def folder(self, run_id: str, node_id: str | None = None) -> str:
-        """The URL of a run's (or one of its nodes') folder."""
-        url = f"{self.root}/{_safe(run_id)}"
-        return url if node_id is None else f"{url}/{_safe(node_id)}"
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self.root}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.root, self._parsed = state["root"], None
+
+    @property
+    def parsed(self) -> ArtifactRoot:
+        """The root, parsed (its filesystem is built on first use)."""
+        if self._parsed is None:
+            self._parsed = ArtifactRoot(self.root)
+        return self._parsed
 
     def save(
         self,
@@ -318,40 +210,42 @@ class ArtifactStore:
         stem: str,
         where: str = "artifact",
         created: list[str] | None = None,
+        variant: int = 0,
     ) -> ArtifactRef:
         """Store ``artifact`` in the node's folder (file name ``<stem>-<hash>...``) and return
-        its reference; the URI is appended to ``created`` when this call wrote the file."""
-        encoded = _encode(artifact, where)
+        its reference; the URI is appended to ``created`` when this call wrote the file (a file
+        with this content there already is left as it is). ``variant`` tells apart two
+        artifacts of one attempt that would share a name (``-2``, ``-3``...)."""
+        encoded = encode(artifact.value, where)
         name = artifact.name
         if name is None and encoded.file is not None:
             name = encoded.file.name
-        sha, size = encoded.digest()
-        leaf = f"{stem}-{sha[:16]}"
-        if name is not None:
-            leaf += f"-{_safe(Path(name).stem if encoded.file else name)}"
-        leaf += encoded.ext if encoded.ext.isascii() else ".bin"
-        uri = f"{self.folder(run_id, node_id)}/{leaf}"
+        tail = "" if name is None else f"-{_safe(Path(name).stem if encoded.file else name)}"
+        tail += f"-{variant}" if variant else ""
+
+        def leaf(sha: str) -> str:
+            return f"{stem}-{sha[:16]}{tail}{encoded.ext}"
+
+        root = self.parsed
         try:
-            fs, path = _fs(uri)
-            # content-addressed: an existing file of the right size holds the same bytes (a
-            # shorter one is what a process that died while writing left: written again)
-            if not fs.exists(path) or fs.size(path) != size:
-                fs.makedirs(fs._parent(path), exist_ok=True)
-                if encoded.data is not None:
-                    fs.pipe_file(path, encoded.data)
-                else:
-                    fs.put_file(str(encoded.file), path)
-                if created is not None:
-                    created.append(uri)
+            folders = [_safe(run_id), _safe(node_id)]
+            if root.walks:
+                path, sha, size, made = root.write_local(folders, encoded.chunks(), leaf)
+            else:
+                path, sha, size, made = _write_remote(root, folders, encoded, leaf)
+            uri = root.uri_of(path)
         except ArtifactError:
             raise
         except Exception as exc:
             raise ArtifactError(
-                f"{where}: storing the artifact at {uri} failed ({type(exc).__name__}: {exc}); "
-                "check that the artifact root is reachable and writable from this process"
+                f"{where}: storing the artifact under {self.root} failed "
+                f"({type(exc).__name__}: {exc}); check that the artifact root is reachable and "
+                "writable from this process (nothing of this artifact was left there)"
             ) from exc
+        if made and created is not None:
+            created.append(uri)
         return {
-            "$artifact": fs.unstrip_protocol(path),
+            "$artifact": uri,
             "size": size,
             "sha256": sha,
             "media_type": artifact.media_type or encoded.media_type,
@@ -361,10 +255,14 @@ class ArtifactStore:
 
     def delete(self, uris: Iterable[str]) -> None:
         """Remove these artifact files (best effort: failures are logged)."""
+        root = self.parsed
         for uri in uris:
             try:
-                fs, path = _fs(uri)
-                fs.rm_file(path)
+                path = root.path_of(uri)
+                if root.walks:
+                    root.remove_local(path)
+                else:
+                    root.fs.rm_file(path)
             except Exception as exc:
                 log.warning("artifacts: removing %s failed (%s); it is left behind", uri, exc)
 
@@ -376,7 +274,7 @@ class ArtifactStore:
         if not ids:
             return 0
         try:
-            fs, root = _fs(self.root)
+            fs, root = self.parsed.fs, self.parsed.path
         except Exception as exc:
             log.warning(
                 "artifacts: the artifacts of %d purged runs were not removed from %s (%s)",
@@ -386,10 +284,10 @@ class ArtifactStore:
             )
             return 0
         for run_id in ids:
-            path = f"{root.rstrip('/')}/{_safe(run_id)}"
+            path = f"{root}/{_safe(run_id)}"
             try:
                 if fs.exists(path):
-                    fs.rm(path, recursive=True)
+                    fs.rm(path, recursive=True)  # (shutil.rmtree locally: links are not followed)
                     removed += 1
             except Exception as exc:
                 log.warning(
@@ -402,19 +300,57 @@ class ArtifactStore:
         return removed
 
 
-def load_artifact(ref: Any) -> Any:
-    """The value an artifact reference stands for, after checking its size and SHA-256.
+def _write_remote(
+    root: ArtifactRoot, folders: list[str], encoded: Encoded, leaf: Any
+) -> tuple[str, str, int, bool]:
+    """Write an artifact to a root that is not a local folder (one request per object: an
+    object store never shows half an object); as :meth:`ArtifactRoot.write_local`."""
+    fs = root.fs
+    sha, size = encoded.digest()
+    path = "/".join([root.path, *folders, leaf(sha)])
+    # content-addressed: an object of this name and size holds these bytes (a changed one is
+    # found when it is loaded: its hash differs from the record)
+    if fs.exists(path) and fs.size(path) == size:
+        return path, sha, size, False
+    fs.makedirs(fs._parent(path), exist_ok=True)
+    try:
+        if encoded.data is not None:
+            fs.pipe_file(path, encoded.data)
+        else:
+            fs.put_file(str(encoded.file), path)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.rm_file(path)
+        raise
+    return path, sha, size, True
 
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def load_artifact(
+    ref: Any, root: str | ArtifactRoot | None, issued: Resolver, run_id: str | None = None
+) -> Any:
+    """The value an artifact reference stands for, when this engine issued it to a run that
+    ``run_id`` may read (any run when None).
+
+    In order: ``ref`` must be a reference; its URI must lie under ``root``
+    (:meth:`ArtifactRoot.path_of`, no filesystem touched); ``issued`` must hold its record and
+    let ``run_id`` load it; every field of ``ref`` must match the record. Only then is the file
+    read — at most its recorded size, hashed as it is read — and decoded by the recorded format.
     DataFrames come back as DataFrames of the library that stored them, arrays as numpy
     arrays, bytes as bytes, text as str, and a file as a local ``pathlib.Path`` (the stored
-    file itself on a local root; a checked copy in the temporary directory otherwise).
+    file itself on a local root; a checked copy in a folder of this user's under the temporary
+    directory otherwise).
 
     Raises
     ------
     UsageError
         ``ref`` is not an artifact reference.
     ArtifactError
-        The artifact is missing, or its content does not match the reference.
+        The reference was refused (not under the root, not issued, not this run's to load, not
+        matching its record), or the artifact is missing or was changed since it was stored.
+        The message names the reference, never anything about a path outside the root.
     """
     if not is_artifact_ref(ref):
         shown = repr(ref)
@@ -423,76 +359,59 @@ def load_artifact(ref: Any) -> Any:
             f"activity that returned wf.Artifact recorded it), not {shown[:120]}"
         )
     uri: str = ref[ARTIFACT_KEY]
-    fmt = str(ref.get("format", "bytes"))
-    fs, path = _fs(uri)
-    if fmt == "file" and _is_local(fs):
-        _check(uri, ref, *_digest_file(fs, path, uri))
-        return Path(path)
-    data = _read(fs, path, uri)
-    _check(uri, ref, hashlib.sha256(data).hexdigest(), len(data))
-    if fmt == "file":
-        copy = Path(tempfile.gettempdir()) / "wfkit-artifacts" / str(ref["sha256"])
-        copy.mkdir(parents=True, exist_ok=True)
-        target = copy / _safe(str(ref.get("name") or Path(path).name), 200)
-        if not target.exists():
-            partial = target.with_name(target.name + f".{uuid.uuid4().hex[:8]}.part")
-            partial.write_bytes(data)
-            partial.replace(target)
-        return target
-    return _decode(fmt, data, uri)
-
-
-def _is_local(fs: Any) -> bool:
-    protocol = fs.protocol
-    names = protocol if isinstance(protocol, tuple | list) else (protocol,)
-    return "file" in names or "local" in names
-
-
-def _read(fs: Any, path: str, uri: str) -> bytes:
-    try:
-        data: bytes = fs.cat_file(path)
-    except FileNotFoundError:
-        raise _missing(uri) from None
-    except Exception as exc:
-        raise ArtifactError(
-            f"artifact {uri} could not be read ({type(exc).__name__}: {exc}); check that the "
-            "artifact root is reachable from this process"
-        ) from exc
-    return data
-
-
-def _digest_file(fs: Any, path: str, uri: str) -> tuple[str, int]:
-    try:
-        with fs.open(path, "rb") as handle:
-            return _sha256(handle)
-    except FileNotFoundError:
-        raise _missing(uri) from None
-
-
-def _sha256(handle: Any) -> tuple[str, int]:
-    """The sha256 and size of what ``handle`` reads, in chunks of 1 MiB."""
-    sha, size = hashlib.sha256(), 0
-    for chunk in iter(lambda: handle.read(1 << 20), b""):
-        sha.update(chunk)
-        size += len(chunk)
-    return sha.hexdigest(), size
-
-
-def _missing(uri: str) -> ArtifactError:
-    return ArtifactError(
-        f"artifact {uri} is missing: it was deleted (a purge removes the artifacts of the runs "
-        "it purges) or its root is not reachable from this process (memory:// roots live in "
-        "one process only; give the engine a root every process shares)"
-    )
-
-
-def _check(uri: str, ref: Any, sha: str, size: int) -> None:
-    if sha != ref.get("sha256") or size != ref.get("size"):
-        raise ArtifactError(
-            f"artifact {uri} is corrupted: it holds {size:,} bytes with SHA-256 {sha[:16]}..., "
-            f"the reference says {ref.get('size')!r} bytes with {str(ref.get('sha256'))[:16]}...; "
-            "the file was changed after it was stored: re-run the step that made it"
+    if root is None:
+        raise refused(
+            uri, "this process has no artifact root", "load it where the engine runs its attempts"
         )
+    parsed = root if isinstance(root, ArtifactRoot) else ArtifactRoot(root)
+    path = parsed.path_of(uri)
+    record = issued.resolve(uri, run_id)
+    if record.uri != uri or not record.matches(ref):
+        raise mismatch(uri)
+    if record.format == "file" and parsed.local:
+        parsed.read(path, uri, record.size, record.sha256, keep=False)
+        return Path(path)
+    data = parsed.read(path, uri, record.size, record.sha256)
+    if record.format == "file":
+        return _local_copy(data, record, path)
+    return decode(record.format, data, uri)
+
+
+def _local_copy(data: bytes, record: ArtifactRecord, path: str) -> Path:
+    """A file artifact of a remote root as a local file: ``<tmp>/wfkit-artifacts-<uid>/
+    <sha256>/<name>``, in a folder only this user may enter (checked, not assumed: the
+    temporary directory is shared)."""
+    base = Path(tempfile.gettempdir()) / f"wfkit-artifacts-{_uid()}"
+    folder = base / _safe(record.sha256, 64)
+    for step in (base, folder):
+        with contextlib.suppress(FileExistsError):
+            step.mkdir(mode=0o700)
+        info = os.lstat(step)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid() or info.st_mode & 0o077:
+            raise ArtifactError(
+                f"artifact {record.uri!r} cannot be copied to {step}: that folder is not "
+                "private to this user (another user made it, or it is a link); remove it"
+            )
+    target = folder / _safe(record.name or Path(path).name, 200)
+    with contextlib.suppress(OSError):
+        held = os.lstat(target)
+        if stat.S_ISREG(held.st_mode) and held.st_size == len(data):
+            return target
+    partial = folder / f".{uuid.uuid4().hex}.part"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _uid() -> int:
+    getuid = getattr(os, "getuid", None)
+    return getuid() if getuid is not None else 0
 
 
 # --- one attempt ---------------------------------------------------------------------------------
@@ -500,7 +419,8 @@ def _check(uri: str, ref: Any, sha: str, size: int) -> None:
 
 class AttemptArtifacts:
     """The artifacts of one attempt: stores the :class:`Artifact` values of its output and
-    data document, and removes the files it created when the attempt fails after all."""
+    data document, keeps their records for the writer, and removes the files it created when
+    the attempt fails after all."""
 
     def __init__(
         self,
@@ -515,17 +435,24 @@ class AttemptArtifacts:
         self.root = root
         self.run_id = run_id
         self.node_id = node_id
+        self.attempt = attempt
         self.activity = activity
         cell = "" if not loop_path else "-" + ".".join(map(str, loop_path))
         self.stem = f"{'undo-' if undo else ''}{attempt}{cell}"
         self.created: list[str] = []
         self._done: dict[int, ArtifactRef] = {}  # id(Artifact) -> its reference
+        self._records: dict[str, ArtifactRecord] = {}  # uri -> its record
+        self._store: ArtifactStore | None = None
+
+    def records(self) -> tuple[ArtifactRecord, ...]:
+        """The records of the artifacts this attempt stored, one per URI."""
+        return tuple(self._records.values()) if self._records else ()
 
     def replace(self, value: Any, where: str) -> Any:
         """``value`` with every :class:`Artifact` in it stored and replaced by its reference
         (containers holding none are returned as they are)."""
         if isinstance(value, Artifact):
-            return self._store(value, where)
+            return self._save(value, where)
         if isinstance(value, dict):
             if not any(contains_artifact(v) for v in value.values()):
                 return value
@@ -536,7 +463,7 @@ class AttemptArtifacts:
             return [self.replace(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def _store(self, artifact: Artifact, where: str) -> ArtifactRef:
+    def _save(self, artifact: Artifact, where: str) -> ArtifactRef:
         done = self._done.get(id(artifact))
         if done is not None:
             return done
@@ -545,15 +472,23 @@ class AttemptArtifacts:
                 f"activity {self.activity!r} returned a wf.Artifact ({where}) but this attempt "
                 "has no artifact root; attempts the engine runs always have one"
             )
-        store = ArtifactStore(self.root)
-        ref = store.save(
-            artifact,
-            self.run_id,
-            self.node_id,
-            self.stem,
-            f"activity {self.activity!r}, {where}",
-            self.created,
-        )
+        if self._store is None:
+            self._store = ArtifactStore(self.root)
+        variant = 0
+        while True:  # two artifacts of this attempt that would share a file name get their own
+            ref = self._store.save(
+                artifact,
+                self.run_id,
+                self.node_id,
+                self.stem,
+                f"activity {self.activity!r}, {where}",
+                self.created,
+                variant,
+            )
+            record = ArtifactRecord.of(ref, self.run_id, self.node_id, self.attempt)
+            if self._records.setdefault(record.uri, record) == record:
+                break
+            variant = max(variant, 1) + 1
         self._done[id(artifact)] = ref
         return ref
 
@@ -562,6 +497,7 @@ class AttemptArtifacts:
         if self.created and self.root is not None:
             ArtifactStore(self.root).delete(self.created)
             self.created.clear()
+        self._records.clear()
 
 
 def _at(where: str, key: Any) -> str:

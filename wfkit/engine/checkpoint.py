@@ -26,6 +26,7 @@ from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
 
 if TYPE_CHECKING:
+    from wfkit.engine.artifact_records import ArtifactRecord
     from wfkit.engine.nodes.base import NodeHandler
     from wfkit.engine.subruns import Subruns
 
@@ -108,6 +109,8 @@ class Checkpoint:
     posted_taken: list[str] = field(default_factory=list)
     # attempts whose log lines this checkpoint writes: (index of the event recording it, result)
     logs: list[tuple[int, Any]] = field(default_factory=list)
+    # artifacts stored by the attempts this checkpoint records (their wf_artifacts rows)
+    artifacts: list[ArtifactRecord] = field(default_factory=list)
     strict_conflict: str | None = None
     # the run's own grown graph (engine.append): its wf_definitions row, written with this
     # checkpoint, and the run repinned to its hash

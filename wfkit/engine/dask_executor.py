@@ -116,10 +116,10 @@ def _on_worker(shipped: bytes, head: Job, marker: str = "") -> tuple[AttemptResu
 
 
 def _pickle(job: Job) -> bytes:
-    """The job without what lives in the engine (heartbeat callback, cancel flag)."""
+    """The job as it travels (:meth:`Job.travelling`: no heartbeat callback or cancel flag,
+    and the records of the artifacts it may load in place of the engine's store)."""
     cloudpickle = importlib.import_module("cloudpickle")
-    shipped = dataclasses.replace(job, heartbeat=None, cancel=CancelFlag())
-    data: bytes = cloudpickle.dumps(shipped)
+    data: bytes = cloudpickle.dumps(job.travelling())
     return data
 
 
@@ -199,6 +199,7 @@ class DaskExecutor:
             input_json=None,
             item_json=None,
             own_output=(),
+            records=None,
         )
         try:
             shipped = _pickle(job)

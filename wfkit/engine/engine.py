@@ -22,6 +22,8 @@ from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
 from wfkit.engine.admission import Admission, Gate, refusal
+from wfkit.engine.artifact_records import ArchivedRecords, IssuedRecords
+from wfkit.engine.artifact_root import ArtifactRoot
 from wfkit.engine.artifacts import default_root, load_artifact, root_url
 from wfkit.engine.clock import Clock, SystemClock
 from wfkit.engine.flows import CompiledFlow
@@ -136,6 +138,11 @@ class Engine(Operations, Growth, Admission, Retaining):
         a folder next to the DuckDB file (``runs.duckdb.artifacts/``), a fresh temporary folder
         for ``":memory:"``, and ``~/.local/share/wfkit/artifacts/<host>-<port>-<database>/``
         for PostgreSQL (engines or Dask workers on several hosts need a root they all reach).
+    artifacts_shared : bool
+        Let every run load every artifact this engine stored. By default a run (``ctx.load``,
+        ``run.load``) loads only its own artifacts and those of its family, the runs linked to
+        it by calls and restarts; a reference to any other artifact is refused
+        (docs/semantics.md §26).
     tracer_provider : opentelemetry.trace.TracerProvider, optional
         Where the runs' OpenTelemetry spans go (docs/semantics.md §27); OpenTelemetry's global
         provider by default, when ``opentelemetry-api`` is installed (``wfkit[otel]``).
@@ -168,6 +175,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         retention: str | timedelta | Retention | None = None,
         workers: int | None = None,
         artifacts: str | Path | None = None,
+        artifacts_shared: bool = False,
         executor: Any = None,
         tracer_provider: Any = None,
     ) -> None:
@@ -204,6 +212,9 @@ class Engine(Operations, Growth, Admission, Retaining):
         self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
         self._scheduler.max_payload = max_payload
         self._scheduler.artifacts = self.artifacts
+        self._artifact_root = ArtifactRoot(self.artifacts)
+        self._artifact_records = IssuedRecords(self._store, shared=artifacts_shared)
+        self._scheduler.records = self._artifact_records
         if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
             executor.registry = self.registry
             self._scheduler.executor = executor
@@ -240,12 +251,40 @@ class Engine(Operations, Growth, Admission, Retaining):
         if workers is not None:
             self.start_workers(threads=workers)
 
-    def load_artifact(self, ref: Any) -> Any:
-        """The value an artifact reference stands for (what ``ctx.load(ref)`` returns in an
-        activity): a DataFrame, a numpy array, bytes, str, or a local ``pathlib.Path`` for a
-        file; its size and SHA-256 are checked first (``wf.ArtifactError`` when the artifact
-        is missing or corrupted)."""
-        return load_artifact(ref)
+    def load_artifact(self, ref: Any, *, archive: str | Path | None = None) -> Any:
+        """The value of an artifact this engine stored, for any of its runs (what ``ctx.load``
+        returns in an activity): a DataFrame, a numpy array, bytes, str, or a local
+        ``pathlib.Path`` for a file.
+
+        The reference must name a file under the engine's artifact root that the engine
+        recorded when it stored it, and match that record; at most the recorded size is read,
+        and its SHA-256 is checked before it is decoded. ``run.load`` does the same for one
+        run and its family only.
+
+        Parameters
+        ----------
+        ref : dict
+            An artifact reference, as a step recorded it (``wf.ArtifactRef``).
+        archive : str or Path, optional
+            The directory of an archive (``engine.archive(...)``): the reference is looked up
+            among the records of the runs archived there (whose files stay in place) instead
+            of the store.
+
+        Raises
+        ------
+        UsageError
+            ``ref`` is not an artifact reference.
+        ArtifactError
+            The reference is refused (not issued by this engine, not under its root, not
+            matching its record), or the artifact is missing or was changed since it was
+            stored; the message names the reference.
+        """
+        records = self._artifact_records if archive is None else ArchivedRecords(archive)
+        return load_artifact(ref, self._artifact_root, records)
+
+    def _load_for(self, run_id: str, ref: Any) -> Any:
+        """``run.load(ref)``: an artifact of run ``run_id`` or of its family."""
+        return load_artifact(ref, self._artifact_root, self._artifact_records, run_id)
 
     def _retain(self, policy: Retention) -> None:
         """Apply ``policy`` once now, then from the writer's rounds."""

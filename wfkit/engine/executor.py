@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from wfkit.definition.activities import ActivityContext, CancelFlag, Cancelled, Fallback
 from wfkit.definition.typed_outputs import OutputType, fit_output
 from wfkit.definition.values import depth_problem, json_problem, printable
+from wfkit.engine.artifact_records import ArtifactRecord, CarriedRecords, IssuedRecords
 from wfkit.engine.artifacts import AttemptArtifacts, contains_artifact, load_artifact
 from wfkit.engine.logs import AttemptLines, AttemptLogger
 from wfkit.engine.tracing import attached
@@ -127,11 +129,33 @@ class Job:
     loop_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by node
     artifacts: str | None = None  # the artifact root URL (wfkit.engine.artifacts)
     trace_parent: str | None = None  # the run span's W3C traceparent (engine/tracing.py)
+    # what ctx.load resolves references through: the engine's records (its own threads), or
+    # those carried to another process (see travelling); None refuses every reference
+    records: IssuedRecords | CarriedRecords | None = None
 
     @property
     def loop_index(self) -> int | None:
         """The innermost for_each index (None outside any)."""
         return self.loop_path[-1] if self.loop_path else None
+
+    def load_artifact(self, ref: Any) -> Any:
+        """``ctx.load(ref)``: an artifact the engine issued to this run or its family."""
+        issued = self.records if self.records is not None else _NOTHING_CARRIED
+        return load_artifact(ref, self.artifacts, issued, self.run_id)
+
+    def travelling(self) -> Job:
+        """The job as it goes to another process: without what lives in the engine (the
+        heartbeat callback, the cancel flag), and carrying the records of the artifacts it may
+        load instead of the engine's store: those of the references in its data, outputs,
+        input, item and the output it undoes, resolved now (none for a job with none)."""
+        records = self.records
+        if isinstance(records, IssuedRecords):
+            texts = [self.data_json, self.outputs_json, self.input_json, self.item_json]
+            records = records.carry(texts, self.own_output, self.run_id)
+        return dataclasses.replace(self, heartbeat=None, cancel=CancelFlag(), records=records)
+
+
+_NOTHING_CARRIED = CarriedRecords()
 
 
 @dataclass
@@ -157,6 +181,8 @@ class AttemptResult:
     cancelled: bool = False
     crashed: bool = False  # the engine process died during the attempt (found at recovery)
     logs: AttemptLines | None = None  # the lines it logged through ctx.logger (INFO and up)
+    # the artifacts a successful attempt stored, recorded with the checkpoint that records it
+    artifacts: tuple[ArtifactRecord, ...] = ()
 
 
 def failed_result(
@@ -271,7 +297,7 @@ def run_attempt(
         input_json=job.input_json,
         data_model=job.model,
         loop_scopes=scopes,
-        loader=load_artifact,
+        loader=job.load_artifact,
     )
     try:
         with attached(job.trace_parent):  # spans the activity makes join the run's trace
@@ -326,6 +352,7 @@ def _attempt(
             result.output = output
             result.patch = patch or []
             result.ok = True
+            result.artifacts = files.records()
     except ArtifactError as exc:
         result.error = str(exc)
     except Fallback as exc:

@@ -124,8 +124,10 @@ class Run:
 
     def load(self, ref: Any) -> Any:
         """The value of an artifact reference found in this run's data or outputs (what
-        ``ctx.load`` returns in an activity); see ``Engine.load_artifact``."""
-        return self._engine.load_artifact(ref)
+        ``ctx.load`` returns in its activities): one this run or a run of its family (linked
+        to it by calls and restarts) stored, unless the engine has ``artifacts_shared=True``;
+        see ``Engine.load_artifact``."""
+        return self._engine._load_for(self.id, ref)
 
     def view(self) -> RunView:
         """Status, data, outputs and where each token stands, read together at one moment."""

@@ -37,6 +37,7 @@ class RunRows:
     posted: list[str] = field(default_factory=list)  # posted signals its waits took
     graph: tuple[Any, ...] | None = None  # the run's own grown graph, and the run repinned to it
     logs: list[tuple[Any, ...]] = field(default_factory=list)  # its attempts' log lines
+    artifacts: list[tuple[Any, ...]] = field(default_factory=list)  # artifacts they stored
 
     def timer_ops(
         self, added: list[tuple[str, str, str, datetime]], deleted: list[tuple[str, str]]
@@ -65,6 +66,7 @@ class RunRows:
         self.posted += later.posted
         self.graph = later.graph or self.graph
         self.logs += later.logs
+        self.artifacts += later.artifacts
 
     def bookmark_ops(self, added: list[tuple[Any, ...]], deleted: list[str]) -> None:
         """Record the checkpoint's bookmark changes (an add after a delete of one key wins)."""
@@ -98,5 +100,6 @@ def merge(
         Statement("insert_grown_definition", [p.graph for p in parts if p.graph is not None]),
         Statement("repin_instance", [(p.graph[2], p.run_id) for p in parts if p.graph is not None]),
         Statement("insert_log", [row for p in parts for row in p.logs]),
+        Statement("insert_artifact", [row for p in parts for row in p.artifacts]),
     ]
     return statements, added_timers

@@ -41,6 +41,7 @@ from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
+    from wfkit.engine.artifact_records import IssuedRecords
     from wfkit.engine.metrics import EngineMetrics
 
 __all__ = ["Command", "Scheduler"]
@@ -136,6 +137,8 @@ class Scheduler:
         self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
         self.max_payload: int | None = None  # the data document's size limit, in bytes of JSON
         self.artifacts: str | None = None  # the artifact root URL every job carries
+        # the engine's artifact records, which ctx.load resolves through
+        self.records: IssuedRecords | None = None
         self.executor: Any = None  # a DaskExecutor: the attempts it takes run on its cluster
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -202,6 +205,7 @@ class Scheduler:
             output_type=self.registry.output_type(name),
             loop_scopes=run.flow.loops,
             artifacts=self.artifacts,
+            records=self.records,
             trace_parent=self.writer.tracing.parent_of(run.run_id) if self.writer.tracing else None,
         )
 

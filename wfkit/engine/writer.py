@@ -450,7 +450,7 @@ class Writer:
     def _stageable(self, cp: Checkpoint, rows: RunRows, new_runs: dict[str, Any]) -> bool:
         """A checkpoint that may wait for the next write while its next steps run: a running
         run that stays in memory and changes nothing another run or caller could see (no new
-        run, wait, summary, cancel, taken signal or saga status)."""
+        run, wait, summary, cancel, taken signal, saga status or artifact record)."""
         run = cp.run
         return (
             run.run_id not in new_runs
@@ -462,6 +462,7 @@ class Writer:
             and not rows.posted
             and not rows.saga_set
             and rows.graph is None
+            and not rows.artifacts  # a next step may load them: recorded before it starts
             and not cp.cancel
             and any(t["st"] in IN_FLIGHT for t in run.tokens.values())
         )
@@ -560,6 +561,9 @@ class Writer:
             self.tracing.ended(result.run_id, result.token_id, result.attempt, result.ended_at)
         if result.logs is not None and token["st"] in (TokenState.CANCELLING, TokenState.READY):
             logs.keep(self.checkpoint(run), result)
+        if result.artifacts and token["st"] in (TokenState.CANCELLING, TokenState.READY):
+            # recorded with the checkpoint that records the attempt: durable exactly when it is
+            self.checkpoint(run).artifacts += result.artifacts
         if token["st"] == TokenState.CANCELLING:
             drains.on_result(self.checkpoint(run), result.token_id, result)
             return
@@ -903,6 +907,8 @@ class Writer:
         rows.graph = cp.graph
         if cp.logs:
             rows.logs = logs.log_rows(cp, run.seq)
+        if cp.artifacts:
+            rows.artifacts = [record.row(cp.now) for record in cp.artifacts]
         return rows
 
     def _lease_guard(

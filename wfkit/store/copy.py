@@ -1,12 +1,14 @@
 """Copy a whole wfkit store into another: a DuckDB file into PostgreSQL, and back.
 
 Every wfkit table is copied (definitions, runs with their in-flight state, events, jobs,
-bookmarks, timers, saga steps, posted signals and activity log lines), in that order and in ONE
-transaction on the destination, so an interrupted copy leaves nothing behind. Each side keeps its
-own schema version (both are migrated to this wfkit's schema when opened). A run in flight needs
-nothing more than its summary row (state snapshot as of ``seq``) and its events: the
-destination's engine restores it from those, its waits from ``wf_bookmarks`` and its timers from
-``wf_timers``.
+bookmarks, timers, saga steps, posted signals, activity log lines and the records of the
+artifacts the runs stored), in that order and in ONE transaction on the destination, so an
+interrupted copy leaves nothing behind. Artifact files are not copied: an engine on the
+destination loads them only under the same artifact root (give it ``artifacts=`` as the source's
+engine had it, on a root it reaches). Each side keeps its own schema version (both are migrated
+to this wfkit's schema when opened). A run in flight needs nothing more than its summary row
+(state snapshot as of ``seq``) and its events: the destination's engine restores it from those,
+its waits from ``wf_bookmarks`` and its timers from ``wf_timers``.
 
 The column lists come from the ``copy_<table>`` blocks of ``sql/queries.sql`` and are checked
 against both databases first: a column this code does not know stops the copy rather than being
@@ -65,6 +67,7 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("wf_saga_steps", ("run_id",), "run_id, position"),
     TableSpec("wf_signals", ("signal_id",), "posted_at, signal_id"),
     TableSpec("wf_logs", ("run_id",), "run_id, seq, token, attempt, line"),
+    TableSpec("wf_artifacts", ("run_id",), "run_id, uri"),
 )
 """Every table a copy moves, in dependency order (``wf_schema_version`` stays on each side)."""
 

@@ -80,6 +80,46 @@ WHERE run_id = ? AND (CAST(? AS VARCHAR) IS NULL OR node_id = ?)
   AND (CAST(? AS INTEGER) IS NULL OR attempt = ?)
 ORDER BY seq, token, attempt, line;
 
+-- name: insert_artifact
+-- The artifacts an attempt stored, with the checkpoint that records it. A URI recorded already
+-- (the same attempt's file, written again with the same content) keeps its first row.
+INSERT INTO wf_artifacts (uri, run_id, node_id, attempt, size, sha256, format, media_type, name,
+                          created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING;
+
+-- name: insert_artifact_many
+INSERT INTO wf_artifacts (uri, run_id, node_id, attempt, size, sha256, format, media_type, name,
+                          created_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]),
+       unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[])
+ON CONFLICT DO NOTHING;
+
+-- name: artifact_record
+-- The record of one URI (wfkit.engine.artifact_records.ArtifactRecord.from_row).
+SELECT uri, run_id, node_id, attempt, size, sha256, format, media_type, name, created_at
+FROM wf_artifacts WHERE uri = ?;
+
+-- name: artifact_records
+-- The records of these URIs (wfkit.engine.artifact_records.ArtifactRecord.from_row).
+SELECT uri, run_id, node_id, attempt, size, sha256, format, media_type, name, created_at
+FROM wf_artifacts WHERE uri IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: run_ancestors
+-- Each run's ancestors through parent_run_id (a call's child names its caller, a restart the
+-- run it restarts), itself included: (the run asked about, an ancestor, links up). Parameters:
+-- the runs, the most links followed.
+WITH RECURSIVE up(start, run_id, parent_run_id, depth) AS (
+    SELECT run_id, run_id, parent_run_id, 0
+    FROM wf_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[]))
+    UNION ALL
+    SELECT up.start, i.run_id, i.parent_run_id, up.depth + 1
+    FROM up JOIN wf_instances i ON i.run_id = up.parent_run_id
+    WHERE up.depth < ?
+)
+SELECT start, run_id, depth FROM up;
+
 -- name: insert_bookmark
 INSERT INTO wf_bookmarks (run_id, token, node_id, kind, name, key, since, deadline, detail)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
@@ -460,6 +500,18 @@ SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]),
        unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
 
+-- name: copy_wf_artifacts
+INSERT INTO wf_artifacts (uri, run_id, node_id, attempt, size, sha256, format, media_type, name,
+                          created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: copy_wf_artifacts_many
+INSERT INTO wf_artifacts (uri, run_id, node_id, attempt, size, sha256, format, media_type, name,
+                          created_at)
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]),
+       unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]);
+
 -- name: fail_unwritable_run
 -- A run whose checkpoint the store refused (a value it cannot hold), isolated from its batch:
 -- it fails as it last stood, and gives up its waits and timers (the two blocks below).
@@ -546,6 +598,12 @@ DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
 
 -- name: retention_take_wf_logs
 DELETE FROM wf_logs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
+
+-- name: retention_delete_wf_artifacts
+DELETE FROM wf_artifacts WHERE run_id IN (SELECT unnest(?::VARCHAR[]));
+
+-- name: retention_take_wf_artifacts
+DELETE FROM wf_artifacts WHERE run_id IN (SELECT unnest(?::VARCHAR[])) RETURNING *;
 
 -- name: metrics_runs
 SELECT workflow_id, status, count(*) FROM wf_instances GROUP BY workflow_id, status;
