@@ -206,6 +206,40 @@ def test_a_bind_mapping_writes_payload_fields_into_the_data(engine, acts) -> Non
     assert run.outputs["paid"] == {"amount": 42, "ref": "tx-9", "unbound": True}
 
 
+def test_a_dotted_bind_creates_the_objects_it_lies_in(engine, acts) -> None:
+    acts.noop("ship", "invoice")
+    bind = {"ref": "payment.card.ref", "amount": "payment.card.amount", "city": "ship.city"}
+    engine.register(paid_flow(bind=bind))
+    run = engine.start("pay", {"order_id": "o-1"})
+    engine.run_until_idle()
+
+    assert engine.signal("paid", "o-1", {"ref": "tx-9", "amount": 3, "city": "Oslo"}) is True
+    engine.run_until_idle()
+
+    assert run.status == wf.RunStatus.COMPLETED
+    assert run.data == {
+        "order_id": "o-1",
+        "payment": {"card": {"ref": "tx-9", "amount": 3}},
+        "ship": {"city": "Oslo"},
+    }
+
+
+def test_a_bind_into_a_value_that_is_no_object_is_refused_and_the_wait_stays(engine, acts) -> None:
+    acts.noop("ship", "invoice")
+    engine.register(paid_flow(bind={"ref": "payment.ref"}))
+    run = engine.start("pay", {"order_id": "o-1", "payment": "cash"})
+    engine.run_until_idle()
+
+    with pytest.raises(wf.SignalError) as info:
+        engine.signal("paid", "o-1", {"ref": "tx-9"})
+    assert str(info.value) == (
+        "signal 'paid' refused: its bind writes data.payment.ref, but data.payment holds str, "
+        "not an object; the wait is left in place (fix the bind target, or the data)"
+    )
+    assert run.status == wf.RunStatus.WAITING and run.data == {"order_id": "o-1", "payment": "cash"}
+    assert [w.node_id for w in engine.waiting()] == ["paid"]
+
+
 def test_a_bind_naming_a_registered_binder_changes_the_data(engine, acts) -> None:
     seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
 

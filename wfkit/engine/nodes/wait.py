@@ -176,6 +176,7 @@ def bound_patch(
         _refuse_unstorable(node, f"the binder {bind!r} made data that", changed, "data")
         ops = jsonpatch.make_patch(data, changed).patch
     elif isinstance(bind, dict):
+        created: set[tuple[str, ...]] = set()
         for field_name, target in bind.items():
             if field_name in payload:
                 parts = target.split(".")
@@ -185,8 +186,39 @@ def bound_patch(
                 _refuse_unstorable(
                     node, f"binding {field_name!r} makes data that", value, where, depth
                 )
-                path = "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
-                ops.append({"op": "add", "path": path, "value": value})
+                ops += _parents(node, data, parts, created)
+                ops.append({"op": "add", "path": _pointer(parts), "value": value})
+    return ops
+
+
+def _pointer(parts: list[str]) -> str:
+    return "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _parents(
+    node: Node, data: dict[str, Any], parts: list[str], created: set[tuple[str, ...]]
+) -> list[dict[str, Any]]:
+    """The ops creating the missing objects a dotted bind target lies in (``shipping.city`` on
+    data without ``shipping``); ``SignalError`` when one of them is there but no object."""
+    ops: list[dict[str, Any]] = []
+    here: Any = data
+    for depth in range(1, len(parts)):
+        prefix = tuple(parts[:depth])
+        key = parts[depth - 1]
+        if prefix in created or (isinstance(here, dict) and key not in here):
+            if prefix not in created:
+                created.add(prefix)
+                ops.append({"op": "add", "path": _pointer(parts[:depth]), "value": {}})
+            here = {}
+            continue
+        here = here.get(key) if isinstance(here, dict) else None
+        if not isinstance(here, dict):
+            raise SignalError(
+                f"signal {node.config.signal!r} refused: its bind writes data."
+                f"{'.'.join(parts)}, but data.{'.'.join(prefix)} holds "
+                f"{type(here).__name__ if here is not None else 'null'}, not an object; the "
+                "wait is left in place (fix the bind target, or the data)"
+            )
     return ops
 
 
