@@ -4,33 +4,20 @@ Measured here: a tiny statement costs ~0.15-0.4 ms from Python, so writes are ba
 statements runs in one transaction with multi-row INSERTs, and a batch of a single statement runs
 in autocommit (no BEGIN/COMMIT round trips). ``threads=1`` cuts the cost of tiny statements.
 
-Run data may be personal: a new database file is created readable by its owner only (0600), and
-its write-ahead log ``<file>.wal``, which DuckDB deletes at every checkpoint and creates again at
-the next write, is created first by the store with the database file's own permissions, so it is
-never more readable than the database. An existing file keeps the permissions it has.
-
-Nothing is acknowledged that is not in the file (:mod:`wfkit.store.guard`): the store refuses to
-open a file that holds less than its engine committed, checks after every commit that the path
-still names the file it opened, says "the disk holding ... is full" when it is, and opens the
-database again after DuckDB invalidated it (a checkpoint that failed after a durable commit).
-A write-ahead log deleted while the engine runs is saved: DuckDB still writes to the deleted log,
-so the store, finding the log gone before a write, checkpoints it into the database first.
+The file itself — creating it owner-only, its write-ahead log, the commit mark compared when it
+opens, the check after every commit that its path still names it, a full disk, a damaged file —
+is :class:`~wfkit.store.duckdb_file.DuckDBFile`'s: nothing is acknowledged that is not in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import getpass
-import json
-import logging
 import os
-import stat
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,17 +25,10 @@ import duckdb
 
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import InTransaction, Statement, ValueRefused
-from wfkit.store.faults import (
-    damaged,
-    damaged_message,
-    durable_commit,
-    full_message,
-    full_reason,
-    held_by_another_process,
-)
-from wfkit.store.guard import FileGuard
+from wfkit.store.duckdb_file import DuckDBFile
+from wfkit.store.faults import durable_commit, full_reason
 from wfkit.store.marks import EVENT_DELETES, EVENT_INSERTS, events_in, tally
-from wfkit.store.queries import has_query, migrations, query
+from wfkit.store.queries import has_query, query
 from wfkit.store.sessions import StatementResult, check_params, scan
 
 # errors of the values written, not of the store: another write goes through as usual
@@ -64,7 +44,6 @@ _VALUE_ERRORS = (
 
 __all__ = ["DuckDBSession", "DuckDBStore", "holder"]
 
-log = logging.getLogger("wfkit.store")
 
 _CONFLICT_RETRIES = 8
 
@@ -73,8 +52,6 @@ T = TypeVar("T")
 # DuckDB's file lock only keeps other processes out: engines of this process are tracked here
 _OPEN: weakref.WeakValueDictionary[str, DuckDBStore] = weakref.WeakValueDictionary()
 _OPEN_LOCK = threading.Lock()
-_UMASK_LOCK = threading.Lock()  # the umask is the process's: one store changes it at a time
-_PRIVATE_UMASK = 0o077
 
 
 def holder(path: str | Path) -> DuckDBStore | None:
@@ -119,7 +96,6 @@ class DuckDBStore:
     ) -> None:
         self.url = str(path)
         self._key = None if self.url == ":memory:" else os.path.realpath(self.url)
-        self._wal = None if self._key is None else os.path.abspath(self.url) + ".wal"
         with _OPEN_LOCK:
             other = _OPEN.get(self._key) if self._key else None
             if other is not None and not other._closed:
@@ -133,185 +109,13 @@ class DuckDBStore:
         self.closed_reason = f"engine.close() closed it; open it again with wf.Engine({self.url!r})"
         self._lock = threading.RLock()
         self._session: DuckDBSession | None = None  # a caller's transaction, open on one thread
-        self._guard = None if self._key is None else FileGuard(self.url)
-        self._invalid: BaseException | None = None  # DuckDB asked to be opened again
-        self._conn: duckdb.DuckDBPyConnection | None = None
         try:
-            self._open(accept_lost_commits, actor)
+            self._file = DuckDBFile(self.url, accept_lost_commits, actor)
         except BaseException:
-            self._abandon()
+            self._closed = True
+            self._forget()
             raise
-
-    def _open(self, accept: bool, actor: str | None) -> None:
-        """Connect, compare the file with its commit mark, migrate, and record an accepted loss
-        (in that order: a file refused is not written to)."""
-        guard = self._guard
-        if guard is not None:
-            guard.before_open(accept)
-        try:
-            self._conn = self._connect()
-            held = self._held() if guard is not None else 0
-        except duckdb.Error as exc:
-            if held_by_another_process(exc):
-                raise StoreError(
-                    f"the DuckDB file {self.url!r} is held by another process ({exc}). One "
-                    "process owns a DuckDB file: talk to it through its HTTP API (wfkit serve), "
-                    "stop it, or use PostgreSQL for many processes"
-                ) from exc
-            raise StoreError(self._describe(exc, f"cannot open DuckDB file {self.url!r}")) from exc
-        lost = guard is not None and guard.opened(held, accept)
-        self._migrate()
-        if guard is None:
-            return
-        guard.start(held)
-        if lost and guard.expected is not None:
-            self._accept(guard.expected, held, actor)
-
-    def _held(self) -> int:
-        """What the file holds of its commits (see :mod:`wfkit.store.marks`)."""
-        conn = self._connection()
-        tables = {row[0] for row in conn.execute(query("store_count_tables")).fetchall()}
-        if "wf_events" not in tables:
-            return 0
-        name = "store_commit_count" if "wf_store_tally" in tables else "store_event_count"
-        found = conn.execute(query(name)).fetchone()
-        return int(found[0]) if found else 0
-
-    def _accept(self, expected: int, held: int, actor: str | None) -> None:
-        """Record that the loss is accepted, and checkpoint the file: the log DuckDB read up to
-        where it was cut is replaced by a whole file."""
-        detail = {"expected": expected, "held": held, "missing": expected - held}
-        row = (_now(), "commits.lost", actor or _login(), json.dumps(detail))
-        self.write([Statement("insert_store_event", [row])])
-        with self._lock:
-            self._connection().execute("CHECKPOINT")
-        self.accepted = (expected, held)
-        log.warning(
-            "%s: the loss of %d of %d changes was accepted and recorded in wf_store_events",
-            self.url,
-            expected - held,
-            expected,
-        )
-
-    def _abandon(self) -> None:
-        """The store did not open: close what it opened without a checkpoint (a file refused,
-        or damaged, is left as it was found) and let another store open the file."""
-        self._closed = True
-        if self._conn is not None:
-            with contextlib.suppress(duckdb.Error):
-                self._conn.execute("PRAGMA disable_checkpoint_on_shutdown")
-            with contextlib.suppress(duckdb.Error):
-                self._conn.close()
-        if self._guard is not None:
-            self._guard.close()
-        self._forget()
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        """Open the database; a new file is created owner-only (umask 077 around the connect)."""
-        config: dict[str, str | bool | int | float | list[str]] = {
-            "threads": 1,
-            "allocator_flush_threshold": "8MB",
-            "checkpoint_threshold": "4MB",
-        }
-        if self._key is None or os.path.lexists(self.url):
-            return duckdb.connect(self.url, config=config)
-        with _UMASK_LOCK:
-            previous = os.umask(_PRIVATE_UMASK)
-            try:
-                return duckdb.connect(self.url, config=config)
-            finally:
-                os.umask(previous)
-
-    def _connection(self) -> duckdb.DuckDBPyConnection:
-        """The connection, opened again first when a fatal error invalidated the database
-        (DuckDB asks for that: its commit stood, its checkpoint did not)."""
-        if self._conn is None:
-            raise StoreError(f"the DuckDB file {self.url!r} is not open")
-        if self._invalid is None:
-            return self._conn
-        with contextlib.suppress(duckdb.Error):
-            self._conn.close()
-        try:
-            self._conn = self._connect()
-        except duckdb.Error as exc:
-            raise StoreError(self._describe(exc, f"cannot open {self.url!r} again")) from exc
-        log.info("%s was opened again after: %s", self.url, self._invalid)
-        self._invalid = None
-        if self._guard is not None:
-            self._guard.check()  # still the file this store opened
-        return self._conn
-
-    def _describe(self, exc: BaseException, doing: str) -> str:
-        """The message of a StoreError for the driver's ``exc`` met while ``doing``."""
-        if isinstance(exc, duckdb.FatalException):
-            self._invalid = exc  # the database must be opened again before its next use
-        reason = full_reason(exc)
-        if reason is not None:
-            return full_message(self.url, reason)
-        if damaged(exc):
-            return damaged_message(self.url, exc)
-        return f"{doing}: {exc}"
-
-    def _guard_wal(self, in_transaction: bool = False) -> None:
-        """Before a write: when the write-ahead log is missing, checkpoint (outside a
-        transaction), then create it empty, as readable as the database file and no more,
-        before DuckDB creates it with the process's umask (0644 by default).
-
-        DuckDB deletes its log at each checkpoint; a log deleted by someone else is still
-        written to by DuckDB, through its open descriptor, and the commits since the last
-        checkpoint are in no file a path names: the checkpoint moves them into the database.
-        After DuckDB's own deletion it finds nothing to do (~0.5 ms, once per 4 MB of log)."""
-        wal = self._wal
-        if wal is None or os.path.lexists(wal):
-            return
-        if not in_transaction:
-            if self._guard is not None:
-                self._guard.check()  # the database too may be gone: then nothing is written
-            with contextlib.suppress(duckdb.Error):  # the write says what stops it
-                self._connection().execute("CHECKPOINT")
-        with contextlib.suppress(OSError):  # DuckDB reports what stops it from writing
-            mode = stat.S_IMODE(os.stat(self.url).st_mode) & 0o666
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            os.close(os.open(wal, flags, mode))
-
-    # --- schema -------------------------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        with self._lock:
-            try:
-                self._migrate_all(self._connection())
-            except duckdb.Error as exc:
-                raise StoreError(self._describe(exc, f"cannot migrate {self.url!r}")) from exc
-
-    def _migrate_all(self, conn: duckdb.DuckDBPyConnection) -> None:
-        self._guard_wal()
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS wf_schema_version "
-            "(version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)"
-        )
-        current = conn.execute(query("schema_version")).fetchone()
-        have = int(current[0]) if current and current[0] is not None else 0
-        known = migrations()
-        newest = known[-1][0] if known else 0
-        if have > newest:
-            raise StoreError(
-                f"{self.url!r} was written by a newer wfkit (schema version {have}; this "
-                f"wfkit knows up to {newest}); upgrade wfkit to open it"
-            )
-        for version, sql in known:
-            if version <= have:
-                continue
-            conn.execute("BEGIN")
-            try:
-                conn.execute(sql)
-                conn.execute(query("record_schema_version"), [version, _now()])
-                conn.execute("COMMIT")
-            except duckdb.Error as exc:
-                with contextlib.suppress(duckdb.Error):
-                    conn.execute("ROLLBACK")
-                raise StoreError(
-                    self._describe(exc, f"migration {version} of {self.url!r} failed")
-                ) from exc
+        self.accepted = self._file.accepted
 
     def schema_version(self) -> int:
         """The schema version of the open database."""
@@ -323,18 +127,8 @@ class DuckDBStore:
     def close(self) -> None:
         """Close the database and release its file lock."""
         with self._lock:
-            conn = self._conn
-            if conn is not None:
-                if self._guard is not None and self._guard.broken is not None:
-                    # the path names another file, or none: a checkpoint at close would write
-                    # to the old one and delete the write-ahead log at the path, not its own
-                    with contextlib.suppress(duckdb.Error):
-                        conn.execute("PRAGMA disable_checkpoint_on_shutdown")
-                with contextlib.suppress(duckdb.Error):
-                    conn.close()
+            self._file.close()
             self._closed = True
-            if self._guard is not None:
-                self._guard.close()
             self._forget()
 
     def check(self) -> None:
@@ -342,8 +136,7 @@ class DuckDBStore:
         deleted or replaced since it was opened (:class:`~wfkit.store.base.StoreBroken`), or
         not answering a query."""
         self._refuse_closed()
-        if self._guard is not None:
-            self._guard.check()
+        self._file.check()
         self.query("schema_version")
 
     def _refuse_closed(self) -> None:
@@ -351,15 +144,6 @@ class DuckDBStore:
             raise StoreError(
                 f"this engine's DuckDB file {self.url!r} is closed: {self.closed_reason}"
             )
-
-    def _refuse_broken(self) -> None:
-        if self._guard is not None:
-            self._guard.refuse_broken()
-
-    def _committed(self, changes: int) -> None:
-        """A transaction committed: check the file before anyone is told, move the mark on."""
-        if self._guard is not None:
-            self._guard.committed(changes)
 
     def _forget(self) -> None:
         with _OPEN_LOCK:
@@ -383,7 +167,7 @@ class DuckDBStore:
         session = self._session
         if session is not None and session.thread == threading.get_ident():
             return session.write(work)  # inside the caller's transaction: no retries
-        self._refuse_broken()
+        self._file.refuse_broken()
         delay = 0.001
         for attempt in range(_CONFLICT_RETRIES):
             try:
@@ -391,7 +175,7 @@ class DuckDBStore:
                     return self._write_once(work)
             except duckdb.TransactionException as exc:
                 if not _conflict(exc):
-                    message = self._describe(exc, f"writing to {self.url!r} failed")
+                    message = self._file.describe(exc, f"writing to {self.url!r} failed")
                     raise StoreError(message) from exc
                 if attempt == _CONFLICT_RETRIES - 1:
                     raise StoreError(
@@ -403,17 +187,19 @@ class DuckDBStore:
             except _VALUE_ERRORS as exc:
                 raise ValueRefused(f"writing to {self.url!r} refused a value: {exc}") from exc
             except duckdb.Error as exc:
-                raise StoreError(self._describe(exc, f"writing to {self.url!r} failed")) from exc
+                raise StoreError(
+                    self._file.describe(exc, f"writing to {self.url!r} failed")
+                ) from exc
         raise AssertionError("unreachable")
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
-        conn = self._connection()
+        conn = self._file.connection()
         asked, changes = len(work), 0
-        if self._guard is not None:
+        if self._file.counting:
             extra, changes = tally(events_in(work), 0)
             if extra:  # a commit without events counts in the tally (see wfkit.store.marks)
                 work = [*work, Statement("add_store_tally", [(extra,)])]
-        self._guard_wal()
+        self._file.guard_wal()
         try:
             if len(work) == 1 and not work[0].returning:  # atomic on its own: no BEGIN/COMMIT
                 results = [self._run(work[0])]
@@ -422,9 +208,9 @@ class DuckDBStore:
         except duckdb.FatalException as exc:
             if not durable_commit(exc):
                 raise
-            self._stood(exc)
+            self._file.stood(exc)
             results = [[] for _ in work]  # (a returning statement always runs in _transaction)
-        self._committed(changes)
+        self._file.committed(changes)
         return results[:asked]
 
     def _transaction(
@@ -448,22 +234,10 @@ class DuckDBStore:
         except duckdb.FatalException as exc:
             if not durable_commit(exc):
                 raise
-            self._stood(exc)
-
-    def _stood(self, exc: duckdb.FatalException) -> None:
-        """A commit is durable although DuckDB failed right after it (a checkpoint on a full
-        disk) and invalidated the database: open it again before the next use."""
-        self._invalid = exc
-        reason = full_reason(exc)
-        log.warning(
-            "%s: the commit is durable, but DuckDB's checkpoint after it failed (%s); the "
-            "database is opened again before its next use",
-            self.url,
-            full_message(self.url, reason) if reason else exc,
-        )
+            self._file.stood(exc)
 
     def _run(self, statement: Statement) -> list[tuple[Any, ...]]:
-        conn = self._connection()
+        conn = self._file.connection()
         rows = statement.rows
         if statement.returning:
             found: list[tuple[Any, ...]] = []
@@ -485,13 +259,15 @@ class DuckDBStore:
         """Run ``work`` in one transaction on the store's connection (under its lock)."""
         with self._lock:
             self._refuse_closed()
-            self._refuse_broken()
+            self._file.refuse_broken()
             try:
-                conn = self._connection()
-                self._guard_wal()
+                conn = self._file.connection()
+                self._file.guard_wal()
                 conn.execute("BEGIN")
             except duckdb.Error as exc:
-                raise StoreError(self._describe(exc, f"writing to {self.url!r} failed")) from exc
+                raise StoreError(
+                    self._file.describe(exc, f"writing to {self.url!r} failed")
+                ) from exc
             tx = _DuckDBTransaction(conn)
             try:
                 value = work(tx)
@@ -502,16 +278,16 @@ class DuckDBStore:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, duckdb.Error):
                     raise StoreError(
-                        self._describe(exc, f"writing to {self.url!r} failed")
+                        self._file.describe(exc, f"writing to {self.url!r} failed")
                     ) from exc
                 raise
-            self._committed(changes)
+            self._file.committed(changes)
             return value
 
     def _tally(self, conn: duckdb.DuckDBPyConnection, inserted: int, deleted: int) -> int:
         """Add to the tally what a transaction needs (see :mod:`wfkit.store.marks`), inside it;
         the changes it counts for."""
-        if self._guard is None:
+        if not self._file.counting:
             return 0
         extra, changes = tally(inserted, deleted)
         if extra:
@@ -523,7 +299,7 @@ class DuckDBStore:
         writes and queries run inside it and other threads' wait (see
         :mod:`wfkit.store.sessions`)."""
         self._refuse_closed()
-        self._refuse_broken()
+        self._file.refuse_broken()
         return DuckDBSession(self)
 
     def adopt(self, connection: Any) -> DuckDBSession:
@@ -539,22 +315,24 @@ class DuckDBStore:
         self._refuse_closed()
         try:
             with self._lock:
-                return self._connection().execute(query(name), list(params)).fetchall()
+                return self._file.connection().execute(query(name), list(params)).fetchall()
         except duckdb.Error as exc:
-            raise StoreError(self._describe(exc, f"query {name!r} on {self.url!r} failed")) from exc
+            raise StoreError(
+                self._file.describe(exc, f"query {name!r} on {self.url!r} failed")
+            ) from exc
 
     def sql(self, text: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Run a user's SQL on its own cursor; returns a DuckDB relation (``.df()``...)."""
         self._refuse_closed()
         try:
             with self._lock:
-                cursor = self._connection().cursor()
-                self._guard_wal()  # the user's SQL may write
+                cursor = self._file.connection().cursor()
+                self._file.guard_wal()  # the user's SQL may write
             if params is None:
                 return cursor.sql(text)
             return cursor.execute(text, list(params))  # type: ignore[return-value]
         except duckdb.Error as exc:
-            raise StoreError(self._describe(exc, "SQL failed")) from exc
+            raise StoreError(self._file.describe(exc, "SQL failed")) from exc
 
 
 class _DuckDBTransaction:
@@ -613,13 +391,13 @@ class DuckDBSession:
                     "a transaction is already open on this DuckDB store (on this thread); "
                     "nested transactions are not supported: do the work in the open one"
                 )
-            self._conn = store._connection()
-            store._guard_wal()
+            self._conn = store._file.connection()
+            store._file.guard_wal()
             self._conn.execute("BEGIN")
         except duckdb.Error as exc:
             store._lock.release()
             raise StoreError(
-                store._describe(exc, f"cannot begin a transaction on {store.url!r}")
+                store._file.describe(exc, f"cannot begin a transaction on {store.url!r}")
             ) from exc
         except BaseException:
             store._lock.release()
@@ -639,7 +417,7 @@ class DuckDBSession:
             raise ValueRefused(f"writing to {self.store.url!r} refused a value: {exc}") from exc
         except duckdb.Error as exc:
             raise StoreError(
-                self.store._describe(exc, f"writing to {self.store.url!r} failed")
+                self.store._file.describe(exc, f"writing to {self.store.url!r} failed")
             ) from exc
         self._events += events_in(work)
         self._engine_wrote = True
@@ -677,18 +455,18 @@ class DuckDBSession:
         store = self.store
         try:
             try:
-                store._guard_wal(in_transaction=True)
+                store._file.guard_wal(in_transaction=True)
                 changes = store._tally(self._conn, self._events, 0) if self._engine_wrote else 0
                 store._commit(self._conn)
             except duckdb.Error as exc:
                 with contextlib.suppress(duckdb.Error):
                     self._conn.execute("ROLLBACK")
+                reason = store._file.describe(exc, "COMMIT")
                 raise StoreError(
-                    f"committing the transaction on {store.url!r} failed "
-                    f"({store._describe(exc, 'COMMIT')}); it was rolled back and nothing of it "
-                    "was written"
+                    f"committing the transaction on {store.url!r} failed ({reason}); it was "
+                    "rolled back and nothing of it was written"
                 ) from exc
-            store._committed(changes)
+            store._file.committed(changes)
         finally:
             self._end()
 
@@ -725,19 +503,7 @@ def _values_sql(name: str, rows: int) -> str | None:
     return f"{head}VALUES {', '.join([values] * rows)}"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 def _conflict(exc: duckdb.TransactionException) -> bool:
     """True for a write conflict (worth a retry), not a commit that failed for another reason
     (a full disk, an I/O error), which a retry would only repeat."""
     return "conflict" in str(exc).lower() and full_reason(exc) is None
-
-
-def _login() -> str | None:
-    """The login name of the user running this process, if there is one."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return None
