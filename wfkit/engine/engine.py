@@ -40,7 +40,7 @@ from wfkit.engine.subruns import Subruns
 from wfkit.engine.tracing import open_tracing
 from wfkit.engine.transactions import Transaction, start_on_connection
 from wfkit.engine.writer import Writer
-from wfkit.errors import AdmissionError, DefinitionError, UsageError
+from wfkit.errors import AdmissionError, DefinitionError, StoreError, UsageError
 from wfkit.store import open_store
 from wfkit.store.base import Statement, StoreBroken
 from wfkit.store.duckdb import holder as duckdb_holder
@@ -283,6 +283,13 @@ class Engine(Operations, Growth, Admission, Retaining):
                 self._writer.mark_closed(self._scheduler.attempts_running())
         except StoreBroken:
             pass  # its file is gone (the log said so when it went): there is nothing to write to
+        except StoreError as exc:  # e.g. a full disk: the store is released all the same
+            log.warning(
+                "closing %r: the runs' summary rows could not be written (%s); the next engine "
+                "on it works them out from their events",
+                self.target,
+                exc,
+            )
         self._scheduler.release_all()
         if self._writer.tracing is not None:
             self._writer.tracing.close(self.clock.now())

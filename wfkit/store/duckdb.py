@@ -193,13 +193,13 @@ class DuckDBStore:
         raise AssertionError("unreachable")
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
+        self._file.guard_wal()
         conn = self._file.connection()
         asked, changes = len(work), 0
         if self._file.counting:
             extra, changes = tally(events_in(work), 0)
             if extra:  # a commit without events counts in the tally (see wfkit.store.marks)
                 work = [*work, Statement("add_store_tally", [(extra,)])]
-        self._file.guard_wal()
         try:
             if len(work) == 1 and not work[0].returning:  # atomic on its own: no BEGIN/COMMIT
                 results = [self._run(work[0])]
@@ -261,8 +261,8 @@ class DuckDBStore:
             self._refuse_closed()
             self._file.refuse_broken()
             try:
-                conn = self._file.connection()
                 self._file.guard_wal()
+                conn = self._file.connection()
                 conn.execute("BEGIN")
             except duckdb.Error as exc:
                 raise StoreError(
@@ -391,8 +391,8 @@ class DuckDBSession:
                     "a transaction is already open on this DuckDB store (on this thread); "
                     "nested transactions are not supported: do the work in the open one"
                 )
-            self._conn = store._file.connection()
             store._file.guard_wal()
+            self._conn = store._file.connection()
             self._conn.execute("BEGIN")
         except duckdb.Error as exc:
             store._lock.release()

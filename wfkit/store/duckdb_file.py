@@ -244,8 +244,12 @@ class DuckDBFile:
         if not in_transaction:
             if self.guard is not None:
                 self.guard.check()  # the database too may be gone: then nothing is written
-            with contextlib.suppress(duckdb.Error):  # the write says what stops it
+            try:
                 self.connection().execute("CHECKPOINT")
+            except duckdb.FatalException as exc:  # (on a full disk): opened again for the write
+                self.invalid = exc
+            except duckdb.Error:
+                pass  # the write says what stops it
         with contextlib.suppress(OSError):  # DuckDB reports what stops it from writing
             mode = stat.S_IMODE(os.stat(self.url).st_mode) & 0o666
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)

@@ -140,7 +140,7 @@ class CommitMark:
             if self._fd is None:
                 flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
                 self._fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
-            os.pwrite(self._fd, record, 0)
+            _write_at_start(self._fd, record)
         except OSError as exc:
             # the commit is durable; only its loss would go unnoticed: say so once
             if not self._failed:
@@ -154,6 +154,14 @@ class CommitMark:
             self.close()
             return
         self._failed = False
+
+
+def _write_at_start(fd: int, record: bytes) -> None:
+    if hasattr(os, "pwrite"):
+        os.pwrite(fd, record, 0)
+    else:  # (Windows)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, record)
 
 
 def _parse(record: bytes) -> int | None:
