@@ -10,6 +10,8 @@ closed, so DuckDB's write-ahead log still holds every commit since the last chec
 
 - ``--copy-wal-at K``: after K starts, copy the write-ahead log to ``DB.wal.at-K``.
 - ``--delete-wal-at K``: after K starts, delete the write-ahead log (the engine goes on).
+- ``--then-delete-wal-and-check``: at the end, delete the write-ahead log and check the store
+  (what ``/health`` does), then die without another write.
 - ``--payload N``: give each run N random bytes of data (hex), so that files grow.
 - ``--file-limit BYTES``: no file of this process may grow past BYTES (RLIMIT_FSIZE, SIGXFSZ
   ignored: the write fails with EFBIG); at the first refused start the limit is lifted and one
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument("--delete-wal-at", type=int)
     parser.add_argument("--payload", type=int, default=0)
     parser.add_argument("--file-limit", type=int)
+    parser.add_argument("--then-delete-wal-and-check", action="store_true")
     args = parser.parse_args()
     engine = make_engine(args.db)
     wal = f"{args.db}.wal"
@@ -75,6 +78,9 @@ def main() -> None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
             start(engine, args.payload)
             break
+    if args.then_delete_wal_and_check:
+        os.remove(wal)
+        engine._store.check()
     os._exit(0)
 
 

@@ -327,6 +327,13 @@ def test_a_log_deleted_under_a_running_engine_loses_nothing(db: Path) -> None:
     assert len(acknowledged(lines)) == 40
 
 
+def test_a_log_deleted_under_an_idle_engine_is_saved_by_the_health_check(db: Path) -> None:
+    lines = write_runs(db, 10, "--then-delete-wal-and-check")
+
+    assert run_ids(db) == set(acknowledged(lines))
+    assert len(acknowledged(lines)) == 10
+
+
 # --- damaged files ---------------------------------------------------------------------------
 
 

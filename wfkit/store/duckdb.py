@@ -134,8 +134,11 @@ class DuckDBStore:
     def check(self) -> None:
         """Raise StoreError when this store cannot keep what is written now: closed, its file
         deleted or replaced since it was opened (:class:`~wfkit.store.base.StoreBroken`), or
-        not answering a query."""
+        not answering a query. A write-ahead log deleted since the last write is checkpointed
+        into the database now, as before a write (``/health`` calls this)."""
         self._refuse_closed()
+        with self._lock:
+            self._file.guard_wal()
         self._file.check()
         self.query("schema_version")
 

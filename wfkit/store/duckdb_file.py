@@ -11,9 +11,9 @@
   again at the next write: the store creates it first with the database file's permissions, so it
   is never more readable than the database. A log deleted by someone else is still written to by
   DuckDB through its open descriptor, so the commits since the last checkpoint are in no file a
-  path names; finding it missing before a write, the store checkpoints them into the database
-  first (after DuckDB's own deletion the checkpoint finds nothing to do: ~0.5 ms, once per 4 MB
-  of log).
+  path names; finding it missing before a write (or at a ``/health`` check), the store
+  checkpoints them into the database first, then creates the log again (after DuckDB's own
+  deletion the checkpoint finds nothing to do: ~0.5 ms, once per 4 MB of log).
 - **After DuckDB invalidated the database** (a fatal error, e.g. a checkpoint on a full disk),
   the connection is opened again before its next use, as DuckDB asks.
 - **What errors mean**: :mod:`wfkit.store.faults` turns them into messages.

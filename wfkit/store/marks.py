@@ -97,15 +97,15 @@ class CommitMark:
         """The count the mark holds; None when there is none, or it is unreadable (warned)."""
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                record = os.read(fd, _SIZE + 1)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except OSError as exc:  # a link, a folder, no permission...
             log.warning("cannot read %s (%s): the file is opened without it", self.path, exc)
             return None
-        try:
-            record = os.read(fd, _SIZE + 1)
-        finally:
-            os.close(fd)
         count = _parse(record)
         if count is None:
             log.warning(
