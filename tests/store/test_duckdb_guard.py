@@ -166,6 +166,11 @@ def test_the_command_line_accepts_a_loss_once(db: Path) -> None:
         ]
 
 
+def test_accepting_a_loss_is_refused_for_postgresql_before_connecting() -> None:
+    with pytest.raises(wf.UsageError, match="accept_lost_commits is for DuckDB files"):
+        wf.Engine("postgresql://nobody@127.0.0.1:1/none", accept_lost_commits=True)
+
+
 def test_purges_and_commits_without_events_never_look_like_a_loss(db: Path, tmp_path: Path) -> None:
     registry = wf.ActivityRegistry()
     registry.register("guard.step", lambda ctx: None)
