@@ -76,6 +76,7 @@ class SharedDatabase:
         )
         self.url = _url(self.name)
         self._baseline: dict[str, str] | None = None
+        self._seed: dict[str, list[tuple[Any, ...]]] = {}
         admin = _admin()
         try:
             admin.execute(f'CREATE DATABASE "{self.name}"')
@@ -92,6 +93,14 @@ class SharedDatabase:
         with psycopg.connect(self.url, autocommit=True) as conn:
             self._baseline = dict(conn.execute(_RELATIONS).fetchall())
             self._version = conn.execute("SELECT max(version) FROM wf_schema_version").fetchone()
+            # rows the migrations themselves insert (a one-row tally): put back after each reset
+            self._seed = {
+                name: rows
+                for name, kind in self._baseline.items()
+                if kind == "r" and name != "wf_schema_version"
+                for rows in [conn.execute(f'SELECT * FROM "{name}"').fetchall()]
+                if rows
+            }
 
     def reset(self) -> str:
         """Empty every wfkit table (the schema stays migrated) and return the URL."""
@@ -129,6 +138,9 @@ class SharedDatabase:
             for name, kind in self._baseline.items():
                 if kind == "r" and name != "wf_schema_version":
                     conn.execute(f'DELETE FROM "{name}"')
+                    for row in self._seed.get(name, ()):
+                        marks = ", ".join(["%s"] * len(row))
+                        conn.execute(f'INSERT INTO "{name}" VALUES ({marks})', row)
                 elif kind == "S":
                     conn.execute(f'ALTER SEQUENCE "{name}" RESTART')
 

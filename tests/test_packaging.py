@@ -42,6 +42,7 @@ COPY_IGNORED = shutil.ignore_patterns(
     ".hypothesis",
     "*.duckdb",
     "*.duckdb.wal",
+    "*.duckdb.commits",
     "wfkit-demo",
 )
 SHIPPED_SUFFIXES = {".py", ".sql", ".js", ".css", ".typed"}

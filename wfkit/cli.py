@@ -639,7 +639,7 @@ def worker_command(
 # --- store: whole stores, e.g. a DuckDB file moved into PostgreSQL ------------------------------
 
 store_app = typer.Typer(
-    help="Work on whole stores: copy a DuckDB file into PostgreSQL (and back).",
+    help="Work on whole stores: copy a DuckDB file into PostgreSQL (and back); accept a loss.",
     no_args_is_help=True,
 )
 app.add_typer(store_app, name="store")
@@ -672,6 +672,37 @@ def store_copy_command(
     report = copy_store(src, dst, merge=merge, progress=lambda line: typer.echo(line, err=True))
     for line in report.lines():
         typer.echo(line)
+
+
+@store_app.command("accept-loss")
+@_oneline
+def store_accept_loss_command(
+    db: Annotated[Path, typer.Option(help="The DuckDB file (its engine stopped)")] = Path(
+        "runs.duckdb"
+    ),
+    actor: Actor = None,
+) -> None:
+    """Go on with a DuckDB file that holds less than its engine committed to it.
+
+    wfkit refuses to open such a file (its write-ahead log was cut short or deleted, an older
+    copy was restored, or the file was deleted) and says how much is missing. Restore it from a
+    backup if you can; otherwise this records the loss in wf_store_events (who, how many
+    changes) and lets engines open the file again with what it holds.
+    """
+    from wfkit.api.operate import whoami
+    from wfkit.store.duckdb import DuckDBStore
+
+    store = DuckDBStore(db, accept_lost_commits=True, actor=whoami(actor))
+    accepted = store.accepted
+    store.close()
+    if accepted is None:
+        typer.echo(f"{db} holds every change its engine committed: there is no loss to accept")
+        return
+    expected, held = accepted
+    typer.echo(
+        f"{db}: the loss of {expected - held:,} of {expected:,} changes is recorded in "
+        "wf_store_events; engines open it again with what it holds"
+    )
 
 
 # --- retention: ended runs leave the store ------------------------------------------------------

@@ -43,6 +43,7 @@ from wfkit.definition.rendering import to_svg
 from wfkit.engine import Engine, Run
 from wfkit.engine.vocabulary import NodeStatus
 from wfkit.errors import SignalError, UsageError
+from wfkit.store.base import StoreBroken
 
 __all__ = ["NODE_COLOURS", "public", "secured"]
 
@@ -146,14 +147,24 @@ def _started(engine: Engine, run: Run, restart_of: str | None = None) -> Started
 
 @public.get("/health", summary="Is the server up and its store reachable (no token needed)")
 def health(engine: EngineDep, request: Request) -> Health:
-    """The server is up and answers a query on its store; names the workflows it serves and
-    the random id of this server process (which its ``<db>.server.json`` holds too).
+    """The server is up and its store can keep what is written; names the workflows it serves
+    and the random id of this server process (which its ``<db>.server.json`` holds too).
 
-    A 503 problem when the store does not answer (a closed connection, a database gone): then
-    every other route fails too, and the server's log says why.
+    A 503 problem when the store does not answer (a closed connection, a database gone), or
+    when its DuckDB file was deleted or replaced while the server ran (every write is refused
+    then): the server's log says why.
     """
     try:
-        engine._store.query("schema_version")  # the most trivial query on wfkit's tables
+        engine._store.check()  # the file is still the one opened, and answers a query
+    except StoreBroken as exc:
+        log.error("health check: %s", exc)
+        raise ApiProblem(
+            503,
+            "store-unavailable",
+            "the server is up but its database file was deleted or replaced while it ran, so "
+            "it refuses every write (the server's log says more): stop the server and restore "
+            "the file from a backup",
+        ) from None
     except Exception as exc:  # whatever the backend raises, the store is not answering
         log.error("health check: the store does not answer: %s", exc)
         raise ApiProblem(

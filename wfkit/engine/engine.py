@@ -42,9 +42,9 @@ from wfkit.engine.subruns import Subruns
 from wfkit.engine.tracing import open_tracing
 from wfkit.engine.transactions import Transaction, start_on_connection
 from wfkit.engine.writer import Writer
-from wfkit.errors import AdmissionError, DefinitionError, UsageError
+from wfkit.errors import AdmissionError, DefinitionError, StoreError, UsageError
 from wfkit.store import open_store
-from wfkit.store.base import Statement
+from wfkit.store.base import Statement, StoreBroken
 from wfkit.store.duckdb import holder as duckdb_holder
 
 __all__ = ["Engine"]
@@ -146,6 +146,12 @@ class Engine(Operations, Growth, Admission, Retaining):
     tracer_provider : opentelemetry.trace.TracerProvider, optional
         Where the runs' OpenTelemetry spans go (docs/semantics.md §27); OpenTelemetry's global
         provider by default, when ``opentelemetry-api`` is installed (``wfkit[otel]``).
+    accept_lost_commits : bool
+        DuckDB only: open the file although it holds less than this engine committed to it
+        (its write-ahead log was cut short or deleted, or an older copy was restored), which is
+        otherwise refused with a ``StoreError`` saying how much is missing. The loss is
+        recorded in ``wf_store_events`` and the engine goes on with what the file holds (what
+        ``wfkit store accept-loss`` does).
 
     Examples
     --------
@@ -178,6 +184,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         artifacts_shared: bool = False,
         executor: Any = None,
         tracer_provider: Any = None,
+        accept_lost_commits: bool = False,
     ) -> None:
         check_workers(workers)
         if durability not in DURABILITY:
@@ -194,47 +201,51 @@ class Engine(Operations, Growth, Admission, Retaining):
         self.max_payload = max_payload
         self.artifacts = default_root(self.target) if artifacts is None else root_url(artifacts)
         _replace_older(self.target)
-        self._store = open_store(self.target)
-        owner: Ownership = (
-            LeasedOwnership(self._store, self.clock.now, parse_duration(lease))
-            if self._store.shared  # many engine processes may advance this database's runs
-            else SoleOwnership(self._store)
-        )
-        self._writer = Writer(self._store, self.clock.now, owner)
-        self._writer.drain_timeout = parse_duration(drain_timeout)
-        self._writer.durability = durability
-        self._writer.tracing = open_tracing(tracer_provider)
-        if self._writer.tracing is not None:
-            self._writer.tracing.store, self._writer.tracing.queue_of = (
-                self._store,
-                (self.registry.queue_of),
+        self._store = open_store(self.target, accept_lost_commits=accept_lost_commits)
+        try:
+            owner: Ownership = (
+                LeasedOwnership(self._store, self.clock.now, parse_duration(lease))
+                if self._store.shared  # many engine processes may advance this database's runs
+                else SoleOwnership(self._store)
             )
-        self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
-        self._scheduler.max_payload = max_payload
-        self._scheduler.artifacts = self.artifacts
-        self._artifact_root = ArtifactRoot(self.artifacts)
-        self._artifact_records = IssuedRecords(self._store, shared=artifacts_shared)
-        self._scheduler.records = self._artifact_records
-        if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
-            executor.registry = self.registry
-            self._scheduler.executor = executor
-        self._writer.binder = self.registry.get
-        self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
-        self._latest: dict[str, dict[int, CompiledFlow]] = {}
-        # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
-        self._grown: dict[tuple[str, int, str], str] = {}
-        self._gate = Gate(self._store, self._latest)
-        self._closed = False
-        self._load_definitions()
-        self._writer.reload_flows = self._load_definitions
-        with self._writer.lock:
-            ready = self._writer.recover()
-            # a step ready after a restart may have been running when the process died, unless
-            # the last engine closed with nothing of the run running
-            clean = [(run, t) for run, t in ready if run.closed]
-            suspects = self._writer.take_up([(run, t) for run, t in ready if not run.closed])
-            self._writer.reopened({run.run_id: run for run, _ in clean}.values())
-            released = self._writer.commit() if self._writer.pending else None
+            self._writer = Writer(self._store, self.clock.now, owner)
+            self._writer.drain_timeout = parse_duration(drain_timeout)
+            self._writer.durability = durability
+            self._writer.tracing = open_tracing(tracer_provider)
+            if self._writer.tracing is not None:
+                self._writer.tracing.store, self._writer.tracing.queue_of = (
+                    self._store,
+                    (self.registry.queue_of),
+                )
+            self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
+            self._scheduler.max_payload = max_payload
+            self._scheduler.artifacts = self.artifacts
+            self._artifact_root = ArtifactRoot(self.artifacts)
+            self._artifact_records = IssuedRecords(self._store, shared=artifacts_shared)
+            self._scheduler.records = self._artifact_records
+            if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
+                executor.registry = self.registry
+                self._scheduler.executor = executor
+            self._writer.binder = self.registry.get
+            self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
+            self._latest: dict[str, dict[int, CompiledFlow]] = {}
+            # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
+            self._grown: dict[tuple[str, int, str], str] = {}
+            self._gate = Gate(self._store, self._latest)
+            self._closed = False
+            self._load_definitions()
+            self._writer.reload_flows = self._load_definitions
+            with self._writer.lock:
+                ready = self._writer.recover()
+                # a step ready after a restart may have been running when the process died, unless
+                # the last engine closed with nothing of the run running
+                clean = [(run, t) for run, t in ready if run.closed]
+                suspects = self._writer.take_up([(run, t) for run, t in ready if not run.closed])
+                self._writer.reopened({run.run_id: run for run, _ in clean}.values())
+                released = self._writer.commit() if self._writer.pending else None
+        except BaseException:
+            self._store.close()  # the file stays free: a damaged store says so once
+            raise
         for run, token_id in clean:
             self._scheduler._enqueue(run, token_id)
         _OPEN.add(self)
@@ -305,9 +316,19 @@ class Engine(Operations, Growth, Admission, Retaining):
             return
         self._scheduler.refuse_in_block("engine.close()")
         self._scheduler.stop()
-        self._writer.flush_summaries()
-        if not self._writer.owner.shared:  # the next engine on the file takes the runs up
-            self._writer.mark_closed(self._scheduler.attempts_running())
+        try:
+            self._writer.flush_summaries()
+            if not self._writer.owner.shared:  # the next engine on the file takes the runs up
+                self._writer.mark_closed(self._scheduler.attempts_running())
+        except StoreBroken:
+            pass  # its file is gone (the log said so when it went): there is nothing to write to
+        except StoreError as exc:  # e.g. a full disk: the store is released all the same
+            log.warning(
+                "closing %r: the runs' summary rows could not be written (%s); the next engine "
+                "on it works them out from their events",
+                self.target,
+                exc,
+            )
         self._scheduler.release_all()
         if self._writer.tracing is not None:
             self._writer.tracing.close(self.clock.now())

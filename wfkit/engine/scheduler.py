@@ -39,6 +39,7 @@ from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.engine.writer import Released, Writer
 from wfkit.errors import StoreError, UsageError
+from wfkit.store.base import StoreBroken
 
 if TYPE_CHECKING:
     from wfkit.engine.artifact_records import IssuedRecords
@@ -616,6 +617,8 @@ class Scheduler:
         for attempt in range(6):
             try:
                 return self.writer.commit(force)
+            except StoreBroken:
+                raise  # its file is gone: trying again cannot help
             except StoreError:
                 if attempt == 5:
                     raise
@@ -865,6 +868,8 @@ class Scheduler:
                     self.writer.flush_summaries()
                 elif flush_at is None and self._results.empty():
                     flush_at = time.monotonic() + SUMMARY_DELAY
+            except StoreBroken as exc:  # every round fails alike: no traceback each time
+                log.error("the writer cannot commit: %s", exc)
             except Exception:
                 log.exception("the writer failed to commit; it will try again")
             with self.changed:

@@ -20,8 +20,10 @@ __all__ = [
     "TERMINAL_STATUSES",
     "InTransaction",
     "LeaseLost",
+    "LostCommits",
     "Statement",
     "Store",
+    "StoreBroken",
     "ValueRefused",
 ]
 
@@ -68,6 +70,27 @@ class ValueRefused(StoreError):
     problem of those rows, not of the store, which takes other rows as usual."""
 
 
+class StoreBroken(StoreError):
+    """The store can no longer keep what is written (its DuckDB file was deleted or replaced
+    while the engine had it open): every later write is refused, and retrying cannot help."""
+
+
+class LostCommits(StoreError):
+    """A DuckDB file holds less than its engine committed to it (its write-ahead log was cut
+    short or lost, or the file was replaced by an older copy): ``expected`` is the count the
+    engine reached, ``held`` what the file holds (see :mod:`wfkit.store.marks`)."""
+
+    def __init__(self, message: str, expected: int, held: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.held = held
+
+    @property
+    def missing(self) -> int:
+        """How many of the counted changes are missing."""
+        return self.expected - self.held
+
+
 class InTransaction(Protocol):
     """Named statements run inside one open transaction (see :meth:`Store.atomically`)."""
 
@@ -86,6 +109,10 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the database (and its file lock)."""
+
+    def check(self) -> None:
+        """Raise :class:`StoreError` when the store cannot keep what is written now: closed,
+        not answering a query, or (DuckDB) its file deleted or replaced since it was opened."""
 
     def write(self, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
         """Run ``statements`` in one transaction; return the rows of ``returning`` ones."""

@@ -79,7 +79,8 @@ NOT_COPIED: dict[str, frozenset[str]] = {
 }
 """Columns deliberately left at their defaults in the destination."""
 
-_OWN_TABLES = frozenset({"wf_schema_version"})
+# each side keeps its own: its schema version, and its commit count and store-level events
+_OWN_TABLES = frozenset({"wf_schema_version", "wf_store_tally", "wf_store_events"})
 _INSERT = re.compile(r"INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE)
 
 

@@ -4,10 +4,9 @@ Measured here: a tiny statement costs ~0.15-0.4 ms from Python, so writes are ba
 statements runs in one transaction with multi-row INSERTs, and a batch of a single statement runs
 in autocommit (no BEGIN/COMMIT round trips). ``threads=1`` cuts the cost of tiny statements.
 
-Run data may be personal: a new database file is created readable by its owner only (0600), and
-its write-ahead log ``<file>.wal``, which DuckDB deletes at every checkpoint and creates again at
-the next write, is created first by the store with the database file's own permissions, so it is
-never more readable than the database. An existing file keeps the permissions it has.
+The file itself — creating it owner-only, its write-ahead log, the commit mark compared when it
+opens, the check after every commit that its path still names it, a full disk, a damaged file —
+is :class:`~wfkit.store.duckdb_file.DuckDBFile`'s: nothing is acknowledged that is not in it.
 """
 
 from __future__ import annotations
@@ -15,12 +14,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import stat
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +25,10 @@ import duckdb
 
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import InTransaction, Statement, ValueRefused
-from wfkit.store.queries import has_query, migrations, query
+from wfkit.store.duckdb_file import DuckDBFile
+from wfkit.store.faults import durable_commit, full_reason
+from wfkit.store.marks import EVENT_DELETES, EVENT_INSERTS, events_in, tally
+from wfkit.store.queries import has_query, query
 from wfkit.store.sessions import StatementResult, check_params, scan
 
 # errors of the values written, not of the store: another write goes through as usual
@@ -44,6 +44,7 @@ _VALUE_ERRORS = (
 
 __all__ = ["DuckDBSession", "DuckDBStore", "holder"]
 
+
 _CONFLICT_RETRIES = 8
 
 T = TypeVar("T")
@@ -51,8 +52,6 @@ T = TypeVar("T")
 # DuckDB's file lock only keeps other processes out: engines of this process are tracked here
 _OPEN: weakref.WeakValueDictionary[str, DuckDBStore] = weakref.WeakValueDictionary()
 _OPEN_LOCK = threading.Lock()
-_UMASK_LOCK = threading.Lock()  # the umask is the process's: one store changes it at a time
-_PRIVATE_UMASK = 0o077
 
 
 def holder(path: str | Path) -> DuckDBStore | None:
@@ -71,17 +70,32 @@ class DuckDBStore:
     ----------
     path : str or Path
         The database file; created and migrated when new.
+    accept_lost_commits : bool
+        Open the file although it holds less than its engine committed to it (see
+        :mod:`wfkit.store.marks`): the loss is recorded in ``wf_store_events`` (kind
+        ``commits.lost``, who and how many) and the mark starts again from what it holds.
+    actor : str, optional
+        Who accepts the loss (the login name by default).
+
+    Raises
+    ------
+    StoreError
+        When the file cannot be opened: held by another process, damaged, on a full disk, or
+        holding less than its engine committed (:class:`~wfkit.store.base.LostCommits`).
     """
 
     _closed: bool
     shared = False  # one process owns a DuckDB file
     closed_reason: str
     """Why the store is closed, for the error a later use of it raises."""
+    accepted: tuple[int, int] | None = None
+    """(expected, held) of the loss this opening accepted, if it accepted one."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, accept_lost_commits: bool = False, actor: str | None = None
+    ) -> None:
         self.url = str(path)
         self._key = None if self.url == ":memory:" else os.path.realpath(self.url)
-        self._wal = None if self._key is None else os.path.abspath(self.url) + ".wal"
         with _OPEN_LOCK:
             other = _OPEN.get(self._key) if self._key else None
             if other is not None and not other._closed:
@@ -93,79 +107,15 @@ class DuckDBStore:
                 _OPEN[self._key] = self
         self._closed = False
         self.closed_reason = f"engine.close() closed it; open it again with wf.Engine({self.url!r})"
-        try:
-            self._conn = self._connect()
-        except duckdb.IOException as exc:
-            self._forget()
-            if "lock" in str(exc).lower():
-                raise StoreError(
-                    f"the DuckDB file {self.url!r} is held by another process ({exc}). One "
-                    "process owns a DuckDB file: talk to it through its HTTP API (wfkit serve), "
-                    "stop it, or use PostgreSQL for many processes"
-                ) from exc
-            raise StoreError(f"cannot open DuckDB file {self.url!r}: {exc}") from exc
         self._lock = threading.RLock()
         self._session: DuckDBSession | None = None  # a caller's transaction, open on one thread
-        self._migrate()
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        """Open the database; a new file is created owner-only (umask 077 around the connect)."""
-        config: dict[str, str | bool | int | float | list[str]] = {
-            "threads": 1,
-            "allocator_flush_threshold": "8MB",
-            "checkpoint_threshold": "4MB",
-        }
-        if self._key is None or os.path.lexists(self.url):
-            return duckdb.connect(self.url, config=config)
-        with _UMASK_LOCK:
-            previous = os.umask(_PRIVATE_UMASK)
-            try:
-                return duckdb.connect(self.url, config=config)
-            finally:
-                os.umask(previous)
-
-    def _guard_wal(self) -> None:
-        """Create the missing write-ahead log empty, as readable as the database file and no more,
-        before DuckDB creates it with the process's umask (0644 by default) at the next write."""
-        wal = self._wal
-        if wal is None or os.path.lexists(wal):
-            return
-        with contextlib.suppress(OSError):  # DuckDB reports what stops it from writing
-            mode = stat.S_IMODE(os.stat(self.url).st_mode) & 0o666
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-            os.close(os.open(wal, flags, mode))
-
-    # --- schema -------------------------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        with self._lock:
-            conn = self._conn
-            self._guard_wal()
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS wf_schema_version "
-                "(version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)"
-            )
-            current = conn.execute(query("schema_version")).fetchone()
-            have = int(current[0]) if current and current[0] is not None else 0
-            known = migrations()
-            newest = known[-1][0] if known else 0
-            if have > newest:
-                self.close()
-                raise StoreError(
-                    f"{self.url!r} was written by a newer wfkit (schema version {have}; this "
-                    f"wfkit knows up to {newest}); upgrade wfkit to open it"
-                )
-            for version, sql in known:
-                if version <= have:
-                    continue
-                conn.execute("BEGIN")
-                try:
-                    conn.execute(sql)
-                    conn.execute(query("record_schema_version"), [version, _now()])
-                    conn.execute("COMMIT")
-                except duckdb.Error as exc:
-                    conn.execute("ROLLBACK")
-                    raise StoreError(f"migration {version} of {self.url!r} failed: {exc}") from exc
+        try:
+            self._file = DuckDBFile(self.url, accept_lost_commits, actor)
+        except BaseException:
+            self._closed = True
+            self._forget()
+            raise
+        self.accepted = self._file.accepted
 
     def schema_version(self) -> int:
         """The schema version of the open database."""
@@ -177,12 +127,20 @@ class DuckDBStore:
     def close(self) -> None:
         """Close the database and release its file lock."""
         with self._lock:
-            try:
-                self._conn.close()
-            except duckdb.Error:
-                pass
+            self._file.close()
             self._closed = True
             self._forget()
+
+    def check(self) -> None:
+        """Raise StoreError when this store cannot keep what is written now: closed, its file
+        deleted or replaced since it was opened (:class:`~wfkit.store.base.StoreBroken`), or
+        not answering a query. A write-ahead log deleted since the last write is checkpointed
+        into the database now, as before a write (``/health`` calls this)."""
+        self._refuse_closed()
+        with self._lock:
+            self._file.guard_wal()
+        self._file.check()
+        self.query("schema_version")
 
     def _refuse_closed(self) -> None:
         if self._closed:
@@ -196,7 +154,15 @@ class DuckDBStore:
                 del _OPEN[self._key]
 
     def write(self, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
-        """Run ``statements`` atomically; retry write conflicts with backoff."""
+        """Run ``statements`` atomically; retry write conflicts with backoff.
+
+        Raises
+        ------
+        StoreBroken
+            When the file was deleted or replaced (this write, if made, went to that file).
+        StoreError
+            When the write failed: its disk is full, the file is damaged, a conflict persisted.
+        """
         work = [s for s in statements if s.rows]
         if not work:
             return []
@@ -204,12 +170,16 @@ class DuckDBStore:
         session = self._session
         if session is not None and session.thread == threading.get_ident():
             return session.write(work)  # inside the caller's transaction: no retries
+        self._file.refuse_broken()
         delay = 0.001
         for attempt in range(_CONFLICT_RETRIES):
             try:
                 with self._lock:
                     return self._write_once(work)
             except duckdb.TransactionException as exc:
+                if not _conflict(exc):
+                    message = self._file.describe(exc, f"writing to {self.url!r} failed")
+                    raise StoreError(message) from exc
                 if attempt == _CONFLICT_RETRIES - 1:
                     raise StoreError(
                         f"write conflict on {self.url!r} persisted after {attempt + 1} tries: "
@@ -220,25 +190,57 @@ class DuckDBStore:
             except _VALUE_ERRORS as exc:
                 raise ValueRefused(f"writing to {self.url!r} refused a value: {exc}") from exc
             except duckdb.Error as exc:
-                raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
+                raise StoreError(
+                    self._file.describe(exc, f"writing to {self.url!r} failed")
+                ) from exc
         raise AssertionError("unreachable")
 
     def _write_once(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
-        conn = self._conn
-        self._guard_wal()
-        if len(work) == 1:  # one statement is atomic on its own: skip BEGIN/COMMIT
-            return [self._run(work[0])]
+        self._file.guard_wal()
+        conn = self._file.connection()
+        asked, changes = len(work), 0
+        if self._file.counting:
+            extra, changes = tally(events_in(work), 0)
+            if extra:  # a commit without events counts in the tally (see wfkit.store.marks)
+                work = [*work, Statement("add_store_tally", [(extra,)])]
+        try:
+            if len(work) == 1 and not work[0].returning:  # atomic on its own: no BEGIN/COMMIT
+                results = [self._run(work[0])]
+            else:
+                results = self._transaction(conn, work)
+        except duckdb.FatalException as exc:
+            if not durable_commit(exc):
+                raise
+            self._file.stood(exc)
+            results = [[] for _ in work]  # (a returning statement always runs in _transaction)
+        self._file.committed(changes)
+        return results[:asked]
+
+    def _transaction(
+        self, conn: duckdb.DuckDBPyConnection, work: list[Statement]
+    ) -> list[list[tuple[Any, ...]]]:
         conn.execute("BEGIN")
         try:
             results = [self._run(s) for s in work]
-            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):  # its own error is the one to report
+                conn.execute("ROLLBACK")
             raise
+        self._commit(conn)
         return results
 
+    def _commit(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """COMMIT; a failed COMMIT has rolled back, unless DuckDB says it is durable (its
+        checkpoint failed after it): then it stands and the database is opened again later."""
+        try:
+            conn.execute("COMMIT")
+        except duckdb.FatalException as exc:
+            if not durable_commit(exc):
+                raise
+            self._file.stood(exc)
+
     def _run(self, statement: Statement) -> list[tuple[Any, ...]]:
-        conn = self._conn
+        conn = self._file.connection()
         rows = statement.rows
         if statement.returning:
             found: list[tuple[Any, ...]] = []
@@ -260,28 +262,47 @@ class DuckDBStore:
         """Run ``work`` in one transaction on the store's connection (under its lock)."""
         with self._lock:
             self._refuse_closed()
-            conn = self._conn
+            self._file.refuse_broken()
             try:
-                self._guard_wal()
+                self._file.guard_wal()
+                conn = self._file.connection()
                 conn.execute("BEGIN")
             except duckdb.Error as exc:
-                raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
+                raise StoreError(
+                    self._file.describe(exc, f"writing to {self.url!r} failed")
+                ) from exc
+            tx = _DuckDBTransaction(conn)
             try:
-                value = work(_DuckDBTransaction(conn))
-                conn.execute("COMMIT")
+                value = work(tx)
+                changes = self._tally(conn, tx.inserted, tx.deleted)
+                self._commit(conn)
             except BaseException as exc:
                 with contextlib.suppress(duckdb.Error):  # a failed COMMIT has rolled back
                     conn.execute("ROLLBACK")
                 if isinstance(exc, duckdb.Error):
-                    raise StoreError(f"writing to {self.url!r} failed: {exc}") from exc
+                    raise StoreError(
+                        self._file.describe(exc, f"writing to {self.url!r} failed")
+                    ) from exc
                 raise
+            self._file.committed(changes)
             return value
+
+    def _tally(self, conn: duckdb.DuckDBPyConnection, inserted: int, deleted: int) -> int:
+        """Add to the tally what a transaction needs (see :mod:`wfkit.store.marks`), inside it;
+        the changes it counts for."""
+        if not self._file.counting:
+            return 0
+        extra, changes = tally(inserted, deleted)
+        if extra:
+            conn.execute(query("add_store_tally"), [extra])
+        return changes
 
     def session(self) -> DuckDBSession:
         """Open a caller's transaction on the engine's connection: until it ends, this thread's
         writes and queries run inside it and other threads' wait (see
         :mod:`wfkit.store.sessions`)."""
         self._refuse_closed()
+        self._file.refuse_broken()
         return DuckDBSession(self)
 
     def adopt(self, connection: Any) -> DuckDBSession:
@@ -297,38 +318,53 @@ class DuckDBStore:
         self._refuse_closed()
         try:
             with self._lock:
-                return self._conn.execute(query(name), list(params)).fetchall()
+                return self._file.connection().execute(query(name), list(params)).fetchall()
         except duckdb.Error as exc:
-            raise StoreError(f"query {name!r} on {self.url!r} failed: {exc}") from exc
+            raise StoreError(
+                self._file.describe(exc, f"query {name!r} on {self.url!r} failed")
+            ) from exc
 
     def sql(self, text: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Run a user's SQL on its own cursor; returns a DuckDB relation (``.df()``...)."""
         self._refuse_closed()
         try:
             with self._lock:
-                cursor = self._conn.cursor()
-                self._guard_wal()  # the user's SQL may write
+                cursor = self._file.connection().cursor()
+                self._file.guard_wal()  # the user's SQL may write
             if params is None:
                 return cursor.sql(text)
             return cursor.execute(text, list(params))  # type: ignore[return-value]
         except duckdb.Error as exc:
-            raise StoreError(f"SQL failed: {exc}") from exc
+            raise StoreError(self._file.describe(exc, "SQL failed")) from exc
 
 
 class _DuckDBTransaction:
-    """Named statements on a connection whose transaction is open."""
+    """Named statements on a connection whose transaction is open; counts the events they
+    insert and delete (see :mod:`wfkit.store.marks`)."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
         self._conn = conn
+        self.inserted = 0
+        self.deleted = 0
 
     def execute(self, name: str, params: Sequence[Any] = ()) -> int:
         found = self._conn.execute(query(name), list(params)).fetchone()
-        return int(found[0]) if found else 0  # DuckDB answers a DELETE with its row count
+        count = int(found[0]) if found else 0  # DuckDB answers a DELETE with its row count
+        self._count(name, count)
+        return count
 
     def returning(self, name: str, params: Sequence[Any] = ()) -> tuple[list[str], list[Any]]:
         cursor = self._conn.execute(query(name), list(params))
         columns = [d[0] for d in cursor.description or []]
-        return columns, cursor.fetchall()
+        rows = cursor.fetchall()
+        self._count(name, len(rows))
+        return columns, rows
+
+    def _count(self, name: str, rows: int) -> None:
+        if name in EVENT_INSERTS:
+            self.inserted += rows
+        elif name in EVENT_DELETES:
+            self.deleted += rows
 
 
 # statements whose DuckDB result is a status, not rows (their "Count" column is empty)
@@ -342,12 +378,15 @@ class DuckDBSession:
 
     It holds the store's lock from start to end, so other threads' statements wait for it and
     never see or join its uncommitted rows. Any failed statement leaves DuckDB's transaction
-    aborted: the session can then only roll back.
+    aborted: the session can then only roll back. The engine's statements in it are counted
+    for the commit mark (:mod:`wfkit.store.marks`); the caller's own are not.
     """
 
     def __init__(self, store: DuckDBStore) -> None:
         self.store = store
         self.thread = threading.get_ident()
+        self._events = 0  # events the engine's statements inserted
+        self._engine_wrote = False
         store._lock.acquire()
         try:
             if store._session is not None:
@@ -355,11 +394,14 @@ class DuckDBSession:
                     "a transaction is already open on this DuckDB store (on this thread); "
                     "nested transactions are not supported: do the work in the open one"
                 )
-            store._guard_wal()
-            store._conn.execute("BEGIN")
+            store._file.guard_wal()
+            self._conn = store._file.connection()
+            self._conn.execute("BEGIN")
         except duckdb.Error as exc:
             store._lock.release()
-            raise StoreError(f"cannot begin a transaction on {store.url!r}: {exc}") from exc
+            raise StoreError(
+                store._file.describe(exc, f"cannot begin a transaction on {store.url!r}")
+            ) from exc
         except BaseException:
             store._lock.release()
             raise
@@ -373,17 +415,22 @@ class DuckDBSession:
     def write(self, work: list[Statement]) -> list[list[tuple[Any, ...]]]:
         """Run the engine's statements inside the transaction."""
         try:
-            return [self.store._run(s) for s in work]
+            results = [self.store._run(s) for s in work]
         except _VALUE_ERRORS as exc:
             raise ValueRefused(f"writing to {self.store.url!r} refused a value: {exc}") from exc
         except duckdb.Error as exc:
-            raise StoreError(f"writing to {self.store.url!r} failed: {exc}") from exc
+            raise StoreError(
+                self.store._file.describe(exc, f"writing to {self.store.url!r} failed")
+            ) from exc
+        self._events += events_in(work)
+        self._engine_wrote = True
+        return results
 
     def execute(self, text: str, params: Sequence[Any] | None = None) -> StatementResult:
         """Run the caller's statement inside the transaction; its rows are fetched at once."""
         words, _ = scan(text)
         values = check_params(params)
-        conn = self.store._conn
+        conn = self._conn
         try:
             result = conn.execute(text) if values is None else conn.execute(text, values)
             changed = result.rowcount
@@ -401,17 +448,28 @@ class DuckDBSession:
         return StatementResult(columns, rows, len(rows))
 
     def commit(self) -> None:
-        """Commit, then let other threads at the connection again."""
+        """Commit, then let other threads at the connection again.
+
+        Raises
+        ------
+        StoreBroken
+            When the database file was deleted or replaced: the commit went to that file.
+        """
+        store = self.store
         try:
-            self.store._guard_wal()
-            self.store._conn.execute("COMMIT")
-        except duckdb.Error as exc:
-            with contextlib.suppress(duckdb.Error):
-                self.store._conn.execute("ROLLBACK")
-            raise StoreError(
-                f"committing the transaction on {self.store.url!r} failed ({exc}); it was rolled "
-                "back and nothing of it was written"
-            ) from exc
+            try:
+                store._file.guard_wal(in_transaction=True)
+                changes = store._tally(self._conn, self._events, 0) if self._engine_wrote else 0
+                store._commit(self._conn)
+            except duckdb.Error as exc:
+                with contextlib.suppress(duckdb.Error):
+                    self._conn.execute("ROLLBACK")
+                reason = store._file.describe(exc, "COMMIT")
+                raise StoreError(
+                    f"committing the transaction on {store.url!r} failed ({reason}); it was "
+                    "rolled back and nothing of it was written"
+                ) from exc
+            store._file.committed(changes)
         finally:
             self._end()
 
@@ -419,7 +477,7 @@ class DuckDBSession:
         """Roll back, then let other threads at the connection again."""
         try:
             with contextlib.suppress(duckdb.Error):  # an aborted transaction rolls back anyway
-                self.store._conn.execute("ROLLBACK")
+                self._conn.execute("ROLLBACK")
         finally:
             self._end()
 
@@ -448,5 +506,7 @@ def _values_sql(name: str, rows: int) -> str | None:
     return f"{head}VALUES {', '.join([values] * rows)}"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+def _conflict(exc: duckdb.TransactionException) -> bool:
+    """True for a write conflict (worth a retry), not a commit that failed for another reason
+    (a full disk, an I/O error), which a retry would only repeat."""
+    return "conflict" in str(exc).lower() and full_reason(exc) is None

@@ -143,6 +143,11 @@ class PostgresStore:
         except psycopg.Error:
             pass
 
+    def check(self) -> None:
+        """Raise StoreError when the database does not answer a query (the server keeps its
+        own files: there is no file here to watch)."""
+        self.query("schema_version")
+
     def write(self, statements: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
         """Run ``statements`` in one transaction; retry serialization failures with backoff."""
         work = [s for s in statements if s.rows]

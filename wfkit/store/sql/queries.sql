@@ -610,3 +610,26 @@ SELECT workflow_id, status, count(*) FROM wf_instances GROUP BY workflow_id, sta
 
 -- name: metrics_waits
 SELECT kind, count(*), min(since) FROM wf_bookmarks GROUP BY kind;
+
+-- name: store_count_tables
+-- Which of the tables the DuckDB store's commit count reads exist (before migrating a file).
+SELECT table_name FROM information_schema.tables
+WHERE table_schema = current_schema() AND table_catalog = current_database()
+  AND table_name IN ('wf_events', 'wf_store_tally');
+
+-- name: store_commit_count
+-- What a DuckDB file holds of its commits (wfkit/store/marks.py): its events plus the tally.
+SELECT (SELECT count(*) FROM wf_events) + (SELECT coalesce(sum(tally), 0) FROM wf_store_tally);
+
+-- name: store_event_count
+-- The same for a file from before migration 13, which has no tally.
+SELECT count(*) FROM wf_events;
+
+-- name: add_store_tally
+UPDATE wf_store_tally SET tally = tally + ?;
+
+-- name: insert_store_event
+INSERT INTO wf_store_events (occurred_at, kind, actor, detail) VALUES (?, ?, ?, ?);
+
+-- name: store_events
+SELECT occurred_at, kind, actor, detail FROM wf_store_events ORDER BY occurred_at;
