@@ -372,7 +372,8 @@ def test_runs_on_a_file_that_is_not_duckdb(tmp_path: Path) -> None:
     result = invoke("runs", "--db", str(junk))
     assert result.exit_code == 1
     assert len(result.stderr.splitlines()) == 1
-    assert result.stderr.startswith(f"error: cannot open DuckDB file '{junk}'")
+    assert result.stderr.startswith(f"error: the DuckDB file '{junk}' is")
+    assert "restore junk.duckdb (and junk.duckdb.wal) from a backup" in result.stderr
     assert junk.read_text() == "not a database\n"
 
 

@@ -70,6 +70,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        env=_user_env(),
     )
     return out
 
@@ -166,7 +167,9 @@ def installed(
     """A fresh venv with ``wfkit[notebook,postgres]`` installed from the wheel or the sdist."""
     artifact = _one(dist, "*.whl" if request.param == "wheel" else "*.tar.gz")
     venv = tmp_path_factory.mktemp(f"venv-{request.param}") / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=_user_env()
+    )
     pip = subprocess.run(
         [
             str(venv / "bin" / "python"),
@@ -179,6 +182,9 @@ def installed(
         capture_output=True,
         text=True,
         timeout=900,
+        # a user's shell: with PYTHONPATH naming the checkout (as the Dask tests' workers need),
+        # pip would find wfkit "already installed" there and install only its dependencies
+        env=_user_env(),
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
     yield venv
