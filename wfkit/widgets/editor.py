@@ -47,7 +47,7 @@ import networkx as nx
 from wfkit.definition import keys, rendering
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.graph import graph_to_data
-from wfkit.definition.kinds import NodeKind, outlets_of
+from wfkit.definition.kinds import DEFAULT_KIND, NodeKind, outlets_of, spec_for
 from wfkit.definition.problems import Problem
 from wfkit.definition.workflow import Workflow
 from wfkit.errors import UsageError
@@ -181,7 +181,7 @@ class Editor(StaticPicture, w.VBox):
         self.add_kind = _tagged(
             w.Dropdown(
                 options=kinds,
-                value="action",
+                value=DEFAULT_KIND.value,
                 description="add",
                 style={"description_width": "auto"},
                 layout={"width": "11em"},
@@ -366,7 +366,8 @@ class Editor(StaticPicture, w.VBox):
     def _called(self) -> tuple[str, int | None] | None:
         """The workflow (and pinned version) the selected node calls, if it is a call."""
         node = find_node(self.graph, self.surface.selected)
-        if node is None or self.graph.nodes[node].get(keys.KIND) != NodeKind.CALL.value:
+        spec = None if node is None else spec_for(self.graph.nodes[node].get(keys.KIND))
+        if spec is None or not spec.child_run:
             return None
         config = self.graph.nodes[node].get(keys.CONFIG) or {}
         workflow_id = config.get("workflow_id")

@@ -16,7 +16,7 @@ import networkx as nx
 
 from wfkit.definition import keys
 from wfkit.definition.graph import graph_from_data, graph_to_data, unique_node_id
-from wfkit.definition.kinds import Node, NodeKind, outlets_of
+from wfkit.definition.kinds import KINDS, Node, NodeKind, outlets_of
 from wfkit.definition.problems import Problem, Severity
 
 __all__ = [
@@ -30,8 +30,6 @@ __all__ = [
     "used_outlets",
 ]
 
-_NUMBERED_BASE = {NodeKind.DECISION: "if"}
-
 
 def default_node_id(G: nx.MultiDiGraph, kind: NodeKind | str) -> str:
     """A readable id for a new node of ``kind``, unique in ``G``, as the builder makes them.
@@ -42,10 +40,8 @@ def default_node_id(G: nx.MultiDiGraph, kind: NodeKind | str) -> str:
     >>> default_node_id(G, "start"), default_node_id(G, "delay"), default_node_id(G, "decision")
     ('start', 'delay-1', 'if-1')
     """
-    kind = NodeKind(kind)
-    if kind in (NodeKind.START, NodeKind.END):
-        return unique_node_id(G, kind.value)
-    return unique_node_id(G, _NUMBERED_BASE.get(kind, kind.value), numbered=True)
+    spec = KINDS[NodeKind(kind)]
+    return unique_node_id(G, spec.node_id_base(), numbered=spec.numbered_ids)
 
 
 def find_node(G: nx.MultiDiGraph, name: str) -> Any:

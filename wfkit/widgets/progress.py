@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wfkit.definition.kinds import NodeKind
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Event
 from wfkit.engine.replay import SUCCEEDED
@@ -62,7 +61,7 @@ def _joins(workflow: Workflow) -> dict[str, str]:
     joins: dict[str, str] = {}
     for n in workflow.graph.nodes:
         node = workflow.node(n)
-        if node.kind == NodeKind.JOIN:
+        if node.spec.gathers:
             joins[node.config.fork] = n
     return joins
 
@@ -82,7 +81,7 @@ def loop_progress(
     """
     joins = _joins(workflow)
     result = []
-    for fork in [n for n in workflow.graph.nodes if workflow.node(n).kind == NodeKind.FOR_EACH]:
+    for fork in [n for n in workflow.graph.nodes if workflow.node(n).spec.loops]:
         starts = [e for e in history if e.kind == EventKind.FOR_EACH_STARTED and e.node_id == fork]
         if not starts:
             continue
