@@ -1,17 +1,27 @@
-"""The configuration model of each node kind: the fields its ``config`` attribute takes.
+"""Each node kind's configuration: the model of its ``config``, and rules that check it further.
 
 A node's ``config`` is plain data in the graph; the model of its kind (named by the kind's entry
 in :data:`~wfkit.definition.kinds.KINDS`) validates it, and the editor's form shows its fields.
-A kind that takes no configuration still has a model, with no fields.
+A kind that takes no configuration still has a model, with no fields. What one node's config
+cannot tell alone (a binding against the data model, a call's target among the registered
+workflows) its kind's ``rules`` check, written here beside the model and run by
+:func:`~wfkit.definition.validation.validate` for each valid node of the kind.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from wfkit.definition import keys
 from wfkit.definition.durations import Duration
+from wfkit.definition.problems import Problem
+from wfkit.definition.rule_context import Registered, RuleContext, field_names, listed
+
+if TYPE_CHECKING:
+    from wfkit.definition.kinds import Node
 
 __all__ = [
     "ActionConfig",
@@ -26,6 +36,8 @@ __all__ = [
     "ParallelConfig",
     "StartConfig",
     "WaitConfig",
+    "call_rules",
+    "wait_rules",
 ]
 
 
@@ -130,3 +142,121 @@ class CallConfig(KindConfig):
     bind: dict[str, str] | None = Field(
         None, description="child field -> caller field, copied back when the child completes"
     )
+
+
+# --- rules beyond one node's config ----------------------------------------------------------
+
+
+def wait_rules(ctx: RuleContext, n: str, node: Node) -> Iterator[Problem]:
+    """A wait binds the payload into fields the data model has, or through a registered
+    binder."""
+    bind = node.config.bind
+    if isinstance(bind, str):
+        if ctx.registry is not None and bind not in ctx.registry:
+            yield Problem(
+                code="unknown-activity",
+                node=n,
+                message=f"binder {bind!r} is not registered; decorate a function with "
+                f"@wf.activity({bind!r}) or give bind as a mapping",
+            )
+    elif isinstance(bind, dict) and ctx.fields is not None:
+        for target in bind.values():
+            top = target.split(".")[0]
+            if top not in ctx.fields:
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"bind writes {target!r}, which the data model does not have; "
+                    "bind to an existing field or add it to the model",
+                )
+
+
+def call_rules(ctx: RuleContext, n: str, node: Node) -> Iterator[Problem]:
+    """A call starts another registered workflow, takes no retry policy, and maps fields that
+    both data models have."""
+    config = node.config
+    target = config.workflow_id
+    if ctx.workflow_id is not None and target == ctx.workflow_id:
+        yield Problem(
+            code="self-call",
+            node=n,
+            message=f"call {n!r} starts {target!r}, the workflow it is in: a workflow may not "
+            "call itself; loop back with goto() and max_visits instead",
+        )
+    yield from _call_policy(ctx, n, node)
+    for what, mapping in (("input", config.input), ("bind", config.bind)):
+        for source, dest in (mapping or {}).items():
+            if not source or not dest or not all(source.split(".")):
+                yield Problem(
+                    code="bad-config",
+                    node=n,
+                    message=f"call {n!r}: {what} {source!r} -> {dest!r} names an empty field; "
+                    "map child fields to non-empty names",
+                )
+    if ctx.fields is not None:
+        for dest in (config.bind or {}).values():
+            if dest.split(".")[0] not in ctx.fields:
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"call {n!r}: bind writes {dest!r}, which the data model does not "
+                    "have; bind to an existing field or add it to the model",
+                )
+    if ctx.workflows is not None and target != ctx.workflow_id:
+        yield from _call_target(ctx.workflows, n, node)
+
+
+def _call_policy(ctx: RuleContext, n: str, node: Node) -> Iterator[Problem]:
+    policy = ctx.G.nodes[n].get(keys.POLICY) or {}
+    allowed = set(node.spec.policy.fields())
+    extra = sorted(set(policy) - allowed) if isinstance(policy, Mapping) else []
+    if extra:
+        yield Problem(
+            code="call-policy",
+            node=n,
+            message=f"call {n!r} sets {', '.join(extra)}, which a call does not use: a call is "
+            "never retried (its child's steps have their own policies); remove them",
+        )
+    if node.policy.on_failure.value == "suspend":
+        yield Problem(
+            code="call-policy",
+            node=n,
+            message=f"call {n!r} has on_failure='suspend', which a call cannot honour (resuming "
+            "would need a new child run); connect its failed outlet or use 'terminate'",
+        )
+
+
+def _call_target(workflows: Registered, n: str, node: Node) -> Iterator[Problem]:
+    config = node.config
+    target = config.workflow_id
+    versions = workflows.get(target)
+    if not versions or (config.version is not None and config.version not in versions):
+        known = (
+            f"versions {', '.join(map(str, sorted(versions)))}"
+            if versions
+            else "registered: " + (listed(sorted(workflows)) or "none")
+        )
+        yield Problem(
+            code="unknown-workflow",
+            node=n,
+            message=f"call {n!r} starts workflow {target!r}"
+            + (f" v{config.version}" if config.version is not None and versions else "")
+            + f", which is not registered ({known}); register it before the workflow that "
+            "calls it",
+        )
+        return
+    version = config.version if config.version is not None else max(versions)
+    model = versions[version]
+    if model is None or model.model_config.get("extra") == "allow":
+        return
+    fields = field_names(model)
+    for what, names in (("input", config.input or {}), ("bind", config.bind or {})):
+        for source in names:
+            if source.split(".")[0] not in fields:
+                yield Problem(
+                    code="unknown-name",
+                    node=n,
+                    message=f"call {n!r}: {what} names child field {source!r}, which "
+                    f"{model.__name__} ({target!r} v{version}) does not have (fields: "
+                    f"{listed(sorted(fields))}); fix the name",
+                )

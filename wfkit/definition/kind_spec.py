@@ -21,8 +21,8 @@ from wfkit.definition.policy import Policy
 
 if TYPE_CHECKING:
     from wfkit.definition.kinds import Node, NodeKind
-    from wfkit.definition.node_rules import RuleContext
     from wfkit.definition.problems import Problem
+    from wfkit.definition.rule_context import RuleContext
 
 __all__ = [
     "ActivityUse",

@@ -29,6 +29,8 @@ from wfkit.definition.configs import (
     ParallelConfig,
     StartConfig,
     WaitConfig,
+    call_rules,
+    wait_rules,
 )
 from wfkit.definition.durations import format_duration
 from wfkit.definition.field_errors import field_errors
@@ -42,7 +44,6 @@ from wfkit.definition.kind_spec import (
     Unconnected,
     clip,
 )
-from wfkit.definition.node_rules import call_rules, wait_rules
 from wfkit.definition.policy import Policy
 
 __all__ = [

@@ -24,8 +24,8 @@ from wfkit.definition.field_errors import field_errors
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
 from wfkit.definition.kind_spec import Unconnected
 from wfkit.definition.kinds import Node, NodeKind
-from wfkit.definition.node_rules import Registered, RuleContext, listed
 from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.rule_context import Registered, RuleContext, listed
 from wfkit.definition.run_retry import run_retry_problem
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.errors import ExpressionError
