@@ -31,6 +31,7 @@ __all__ = [
     "KindSpec",
     "Outlet",
     "PolicyUse",
+    "Rules",
     "Unconnected",
     "clip",
 ]

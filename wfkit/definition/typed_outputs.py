@@ -262,7 +262,7 @@ def loop_scopes(
         if not node.spec.loops:
             continue
         stop = {fork, joins.get(fork)}
-        stack = [v for _, v, k in G.out_edges(fork, keys=True) if k == "each"]
+        stack = [v for _, v, k in G.out_edges(fork, keys=True) if k in node.outlets]
         seen: set[str] = set()
         while stack:
             n = stack.pop()

@@ -45,7 +45,8 @@ def _count_text(done: int, total: int, failed: int, in_progress: int = 0) -> str
 def _body(workflow: Workflow, fork: str, join: str | None) -> tuple[set[str], set[str]]:
     """The nodes of a for_each body, and those of them that lead into its join."""
     G = workflow.graph
-    stack = [v for _, v, k in G.out_edges(fork, keys=True) if k == "each"]
+    outlets = workflow.node(fork).outlets  # the loop's body starts at them
+    stack = [v for _, v, k in G.out_edges(fork, keys=True) if k in outlets]
     body: set[str] = set()
     while stack:
         n = stack.pop()
