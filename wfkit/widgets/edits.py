@@ -16,11 +16,12 @@ import networkx as nx
 
 from wfkit.definition import keys
 from wfkit.definition.graph import graph_from_data, graph_to_data, unique_node_id
-from wfkit.definition.kinds import KINDS, Node, NodeKind, outlets_of
+from wfkit.definition.kinds import KINDS, Node, NodeKind, outlets_of, spec_for
 from wfkit.definition.problems import Problem, Severity
 
 __all__ = [
     "History",
+    "called_workflow",
     "declared_outlets",
     "default_node_id",
     "find_edge",
@@ -74,6 +75,17 @@ def declared_outlets(G: nx.MultiDiGraph, n: Any) -> tuple[str, ...]:
             return outlets_of(str(attrs.get(keys.KIND)), attrs.get(keys.CONFIG))
         except ValueError:
             return ()
+
+
+def called_workflow(G: nx.MultiDiGraph, n: Any) -> tuple[str, int | None] | None:
+    """The workflow (and pinned version) node ``n`` starts as a child run; None where it starts
+    none (it is not a call, or names no workflow yet)."""
+    attrs = G.nodes[n]
+    spec, config = spec_for(attrs.get(keys.KIND)), attrs.get(keys.CONFIG)
+    if spec is None or not spec.child_run or not isinstance(config, dict):
+        return None
+    workflow_id = config.get("workflow_id")
+    return (workflow_id, config.get("version")) if workflow_id else None
 
 
 def used_outlets(G: nx.MultiDiGraph, n: Any) -> dict[str, Any]:
