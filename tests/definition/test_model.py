@@ -218,12 +218,6 @@ def test_outlets_of_refuses_an_unknown_kind() -> None:
         wf.outlets_of("teleport")
 
 
-def test_every_kind_has_a_config_model_and_outlets() -> None:
-    from wfkit.definition.kinds import KIND_CONFIGS
-
-    assert set(KIND_CONFIGS) == set(wf.NodeKind)
-
-
 @pytest.mark.parametrize(
     ("attrs", "message"),
     [

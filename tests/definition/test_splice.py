@@ -390,6 +390,15 @@ def test_unreachable_nodes_of_the_other_workflow_are_left_out() -> None:
 # --- open ends of a graph -----------------------------------------------------------------------
 
 
+def test_a_calls_next_is_an_open_end_and_a_splice_goes_on_from_it() -> None:
+    other = wf.Workflow("o", 1).start_with("a").call("payment", on_failed=lambda b: b.then("x"))
+
+    assert open_ends(other.graph) == [("call-payment", "next"), ("x", "next")]
+    flow = wf.Workflow("h", 1).start_with("b").splice(other).then("after")
+    assert ("call-payment", "after", "next") in edges(flow)
+    assert ("x", "after", "next") in edges(flow)
+
+
 def test_open_ends_skip_failure_outlets_and_the_inside_of_fork_bodies() -> None:
     G = wf.Workflow("h", 1).start_with("a").parallel(lambda b: b.then("p")).graph
     G.add_node("stray", kind="action", activity="stray")

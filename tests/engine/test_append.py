@@ -59,6 +59,21 @@ def test_steps_appended_to_a_waiting_run_run_after_its_wait(engine, acts) -> Non
     assert kinds(run).index("run.appended") < kinds(run).index("signal.received")
 
 
+def test_steps_appended_after_a_call_run_when_its_child_completes(engine, acts) -> None:
+    acts.noop("a", "b", "x")
+    engine.register(wf.Workflow("child", 1).start_with("b").wait_for_signal("go"))
+    run = run_to_idle(engine, wf.Workflow("w", 1).start_with("a").call("child"), {})
+    assert run.status == wf.RunStatus.WAITING
+
+    grown = engine.append(run.id, lambda b: b.then("x"))
+
+    assert list(grown.graph.successors("call-child")) == ["x"]
+    assert engine.signal("go", None, {}) is True
+    engine.run_until_idle()
+    assert run.status == wf.RunStatus.COMPLETED
+    assert acts.names() == ["a", "b", "x"]
+
+
 def test_the_event_carries_the_new_hash_and_the_added_nodes(engine, acts) -> None:
     run = waiting_run(engine, acts, "x", "y")
     registered = engine.definition("w", 1).content_hash

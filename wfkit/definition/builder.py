@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfkit.definition import keys
 from wfkit.definition.graph import SagaSpec
-from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.kinds import Node, NodeKind, spec_for
 from wfkit.definition.naming import FreeIds
 from wfkit.definition.policy import OnFailure, Policy, SagaPolicy
 from wfkit.definition.splicing import splice_graph
@@ -458,7 +458,7 @@ class Steps:
         """Give the step just appended a compensation: ``activity`` undoes it in an unwind."""
         node_id = self._last_node("compensate_with")
         attrs = self._graph.nodes[node_id]
-        if attrs.get(keys.KIND) != NodeKind.ACTION.value:
+        if not ((spec := spec_for(attrs.get(keys.KIND))) and spec.compensable):
             raise UsageError(
                 f"compensate_with() follows an action, but {node_id!r} is a {attrs.get('kind')}"
             )
@@ -501,10 +501,8 @@ class Steps:
 
     def _outlet_branch(self, verb: str, outlet: str, body: Branch) -> Self:
         node_id = self._last_node(verb)
-        kind = self._graph.nodes[node_id].get(keys.KIND)
-        if kind != NodeKind.ACTION.value and not (
-            outlet == "failed" and kind == NodeKind.CALL.value
-        ):
+        spec = spec_for(self._graph.nodes[node_id].get(keys.KIND))
+        if spec is None or outlet not in (o.name for o in spec.outlets):
             raise UsageError(f"{verb}() follows an action, but {node_id!r} is not one")
         self._cursor += self._branch(body, (node_id, outlet))
         return self

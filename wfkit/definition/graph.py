@@ -18,7 +18,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wfkit.definition import keys
-from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.kinds import Node, spec_for
 from wfkit.definition.naming import FreeIds
 from wfkit.definition.policy import SagaPolicy
 
@@ -34,6 +34,7 @@ __all__ = [
     "node_spec",
     "saga_nesting",
     "saga_specs",
+    "starts_child_runs",
     "unique_node_id",
 ]
 
@@ -196,6 +197,11 @@ def content_hash(G: nx.MultiDiGraph) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def starts_child_runs(G: nx.MultiDiGraph) -> bool:
+    """True where a node of ``G`` starts a child run of another workflow (a call)."""
+    return any((spec := spec_for(k)) and spec.child_run for _, k in G.nodes(data=keys.KIND))
+
+
 def start_nodes(G: nx.MultiDiGraph) -> list[str]:
-    """Ids of the nodes whose kind is ``start``."""
-    return [n for n, k in G.nodes(data=keys.KIND) if k == NodeKind.START.value]
+    """Ids of the nodes whose kind is ``start`` (the table's entry kind)."""
+    return [n for n, k in G.nodes(data=keys.KIND) if (spec := spec_for(k)) and spec.entry]

@@ -1,25 +1,54 @@
-"""Node kinds, their configuration models and the outlets the engine gives meaning to.
+"""Node kinds: the one table that says what each kind is, and the model of a node.
 
 A node of the workflow graph is a dict of plain attributes (see :mod:`wfkit.definition.keys`);
-:class:`Node` is the pydantic model that validates it. Each kind has its own config model, so a
-form (or a person) editing a node sees exactly the fields that kind accepts.
+:class:`Node` is the pydantic model that validates it. Each kind is declared once, as a
+:class:`~wfkit.definition.kind_spec.KindSpec` in :data:`KINDS`: its config model (in
+:mod:`wfkit.definition.configs`), outlets and what an unconnected one means, drawing, form
+fields and rules. Validation, rendering, splicing, the editor and the engine's outlet rules read
+this table; the engine's handler of each kind lives in ``wfkit/engine/nodes/``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from wfkit.definition.durations import Duration
+from wfkit.definition.configs import (
+    ActionConfig,
+    ApprovalConfig,
+    CallConfig,
+    DecisionConfig,
+    DelayConfig,
+    EndConfig,
+    ForEachConfig,
+    JoinConfig,
+    ParallelConfig,
+    StartConfig,
+    WaitConfig,
+    call_rules,
+    wait_rules,
+)
+from wfkit.definition.durations import format_duration
 from wfkit.definition.field_errors import field_errors
+from wfkit.definition.kind_spec import (
+    ActivityUse,
+    Drawing,
+    Frame,
+    KindSpec,
+    Outlet,
+    PolicyUse,
+    Unconnected,
+    clip,
+)
 from wfkit.definition.policy import Policy
 
 __all__ = [
-    "ACTIVITY_KINDS",
-    "COMPENSATION_KINDS",
-    "KIND_CONFIGS",
+    "DEFAULT_KIND",
+    "KINDS",
     "ActionConfig",
     "ApprovalConfig",
     "CallConfig",
@@ -34,6 +63,7 @@ __all__ = [
     "StartConfig",
     "WaitConfig",
     "outlets_of",
+    "spec_for",
 ]
 
 
@@ -53,139 +83,249 @@ class NodeKind(StrEnum):
     END = "end"  # explicit end
 
 
-class _Config(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+DEFAULT_KIND = NodeKind.ACTION
+"""The kind the editor offers first, and shows for a node whose kind is not one."""
 
+# --- drawing: BPMN-like shapes; the text a node shows ----------------------------------------
 
-class StartConfig(_Config):
-    """The start node takes no configuration."""
-
-
-class EndConfig(_Config):
-    """The end node takes no configuration."""
-
-
-class ActionConfig(_Config):
-    """An action runs the node's ``activity``; it needs no further configuration."""
-
-
-class DecisionConfig(_Config):
-    """Picks one outlet: by a safe ``expression`` over the data, or by the node's activity.
-
-    A boolean result leaves through ``true``/``false``; a string result names the outlet.
-    """
-
-    expression: str | None = Field(None, description="safe expression over the data document")
-    branches: tuple[str, ...] = Field(("true", "false"), min_length=1, description="outlets")
-
-
-class ParallelConfig(_Config):
-    """Forks one token per branch; the branch names are the outlets."""
-
-    branches: tuple[str, ...] = Field(..., min_length=1, description="outlet per branch")
-
-
-class JoinConfig(_Config):
-    """Gathers the branches of the parallel or for_each named by ``fork``."""
-
-    fork: str = Field(..., description="id of the parallel or for_each node this join gathers")
-    mode: Literal["all", "any", "at_least"] = "all"
-    count: int | None = Field(None, ge=1, description="branches needed when mode is at_least")
-
-    @model_validator(mode="after")
-    def _count_matches_mode(self) -> JoinConfig:
-        if self.mode == "at_least" and self.count is None:
-            raise ValueError("mode 'at_least' needs a count, e.g. wf.at_least(2)")
-        if self.mode != "at_least" and self.count is not None:
-            raise ValueError(f"count is only meaningful with mode 'at_least', not {self.mode!r}")
-        return self
-
-
-class ForEachConfig(_Config):
-    """Runs the ``each`` path once per item of the list the ``items`` expression yields."""
-
-    items: str = Field(..., min_length=1, description="expression yielding a list")
-    max_parallelism: int | None = Field(None, ge=1, description="items in flight at once")
-
-
-class DelayConfig(_Config):
-    """Durable timer: a row with a due time, not a sleep."""
-
-    duration: Duration
-
-
-class WaitConfig(_Config):
-    """Parks on the signal named ``signal`` whose key equals the ``correlate`` expression."""
-
-    signal: str = Field(..., min_length=1, description="signal name")
-    correlate: str | None = Field(None, description="expression giving the correlation key")
-    bind: dict[str, str] | str | None = Field(
-        None, description="payload field -> data field, or a registered binder's name"
-    )
-    timeout: Duration | None = Field(None, description="leave through `elapsed` after this")
-    payload: str | None = Field(
-        None, description="'module:Model' of the pydantic model a payload must fit"
-    )
-
-
-class ApprovalConfig(_Config):
-    """Parks for a person to approve or reject; optional expiry."""
-
-    timeout: Duration | None = Field(None, description="leave through `expired` after this")
-    assignees: tuple[str, ...] = Field((), description="people or groups who may decide")
-
-
-class CallConfig(_Config):
-    """Starts the registered workflow ``workflow_id`` as a child run and waits for it to end.
-
-    ``input`` maps child data fields to safe expressions over the caller's data (without it
-    the caller's whole document is passed); ``bind`` maps child fields to caller fields, copied
-    back when the child completes (without it nothing is copied back). ``version`` pins the
-    child's version; by default the latest registered when the call starts.
-    """
-
-    workflow_id: str = Field(..., min_length=1, description="id of the registered workflow")
-    version: int | None = Field(None, ge=1, description="pinned version; latest if empty")
-    input: dict[str, str] | None = Field(
-        None, description="child field -> expression over the caller's data"
-    )
-    bind: dict[str, str] | None = Field(
-        None, description="child field -> caller field, copied back when the child completes"
-    )
-
-
-KIND_CONFIGS: dict[NodeKind, type[_Config]] = {
-    NodeKind.START: StartConfig,
-    NodeKind.ACTION: ActionConfig,
-    NodeKind.DECISION: DecisionConfig,
-    NodeKind.PARALLEL: ParallelConfig,
-    NodeKind.JOIN: JoinConfig,
-    NodeKind.FOR_EACH: ForEachConfig,
-    NodeKind.DELAY: DelayConfig,
-    NodeKind.WAIT: WaitConfig,
-    NodeKind.APPROVAL: ApprovalConfig,
-    NodeKind.CALL: CallConfig,
-    NodeKind.END: EndConfig,
+_BAR = {
+    "shape": "box",
+    "style": "filled",
+    "fillcolor": "#37474f",
+    "color": "#37474f",
+    "label": "",
+    "width": "0.12",
+    "height": "0.7",
+    "fixedsize": "true",
 }
-
-_STATIC_OUTLETS: dict[NodeKind, tuple[str, ...]] = {
-    NodeKind.START: ("next",),
-    NodeKind.ACTION: ("next", "failed", "fallback"),
-    NodeKind.JOIN: ("completed", "partial"),
-    NodeKind.FOR_EACH: ("each",),
-    NodeKind.DELAY: ("next",),
-    NodeKind.WAIT: ("next", "elapsed"),
-    NodeKind.APPROVAL: ("approved", "rejected", "expired"),
-    NodeKind.CALL: ("next", "failed"),
-    NodeKind.END: (),
+_EVENT = {
+    "shape": "doublecircle",
+    "width": "0.45",
+    "fixedsize": "true",
+    "fontsize": "12",
+    "style": "filled",
+    "fillcolor": "#fff8e1",
+    "color": "#8d6e00",
 }
+_TASK = {"shape": "box", "style": "rounded,filled"}
 
-_NEEDS_ACTIVITY = {NodeKind.ACTION}
-ACTIVITY_KINDS = frozenset({NodeKind.ACTION, NodeKind.DECISION})
-"""Kinds whose node may name an activity (an action must; a decision may, instead of an
-expression)."""
-COMPENSATION_KINDS = frozenset({NodeKind.ACTION})
-"""Kinds whose node may have a compensation (and a compensation policy)."""
+
+def _title_below(n: str, node: Node) -> dict[str, str]:
+    return {"xlabel": node.label or ""}
+
+
+def _no_text(n: str, node: Node) -> dict[str, str]:
+    return {}
+
+
+def _action_text(n: str, node: Node) -> dict[str, str]:
+    return {"label": node.label or node.activity or n}
+
+
+def _decision_text(n: str, node: Node) -> dict[str, str]:
+    text = node.config.expression or f"{node.activity}()"
+    return {"label": node.label or clip(text, 24)}
+
+
+def _join_text(n: str, node: Node) -> dict[str, str]:
+    mode, count = node.config.mode, node.config.count
+    shown = "" if mode == "all" else "any" if mode == "any" else f"≥{count}"
+    return {"xlabel": node.label or shown}
+
+
+def _for_each_text(n: str, node: Node) -> dict[str, str]:
+    limit = node.config.max_parallelism
+    shown = f"for each {clip(node.config.items, 20)}{f' ×{limit}' if limit else ''}"
+    return {"xlabel": node.label or shown}
+
+
+def _delay_text(n: str, node: Node) -> dict[str, str]:
+    return {"xlabel": node.label or format_duration(node.config.duration)}
+
+
+def _wait_text(n: str, node: Node) -> dict[str, str]:
+    timeout = node.config.timeout
+    shown = f"{node.config.signal}{f' ({format_duration(timeout)})' if timeout else ''}"
+    return {"xlabel": node.label or shown}
+
+
+def _approval_text(n: str, node: Node) -> dict[str, str]:
+    timeout = node.config.timeout
+    expiry = "\n≤ " + format_duration(timeout) if timeout else ""
+    return {"label": f"♙ {node.label or n}{expiry}"}
+
+
+def _call_text(n: str, node: Node) -> dict[str, str]:  # a BPMN call activity: a '+' marker
+    version = node.config.version
+    pinned = f" v{version}" if version is not None else ""
+    return {"label": f"{node.label or clip(node.config.workflow_id + pinned, 28)}\n⊞"}
+
+
+# --- the table --------------------------------------------------------------------------------
+
+_SPECS = (
+    KindSpec(
+        NodeKind.START,
+        StartConfig,
+        Drawing(
+            {
+                "shape": "circle",
+                "label": "",
+                "width": "0.35",
+                "style": "filled",
+                "fillcolor": "#e8f5e9",
+                "color": "#2e7d32",
+            },
+            _title_below,
+        ),
+        outlets=(Outlet("next", Unconnected.END),),
+        policy=PolicyUse.NONE,
+        entry=True,
+        numbered_ids=False,
+    ),
+    KindSpec(
+        NodeKind.ACTION,
+        ActionConfig,
+        Drawing({**_TASK, "fillcolor": "#e3f2fd", "color": "#1565c0"}, _action_text),
+        outlets=(
+            Outlet("next", Unconnected.END),
+            Outlet("failed", Unconnected.FAIL),
+            Outlet("fallback", Unconnected.FAIL),
+        ),
+        activity=ActivityUse.REQUIRED,
+        compensable=True,
+        policy=PolicyUse.STEP,
+    ),
+    KindSpec(
+        NodeKind.DECISION,
+        DecisionConfig,
+        Drawing(
+            {
+                "shape": "diamond",
+                "style": "filled",
+                "fillcolor": "#fffde7",
+                "color": "#f9a825",
+            },
+            _decision_text,
+        ),
+        branches=Unconnected.END_RECORDED,
+        activity=ActivityUse.OR_EXPRESSION,
+        policy=PolicyUse.STEP,
+        expressions=("expression",),
+        id_base="if",
+    ),
+    KindSpec(
+        NodeKind.PARALLEL,
+        ParallelConfig,
+        Drawing(_BAR, _title_below),
+        branches=Unconnected.REFUSED,
+        frame=Frame.BRANCHES,
+    ),
+    KindSpec(
+        NodeKind.JOIN,
+        JoinConfig,
+        Drawing(_BAR, _join_text),
+        outlets=(Outlet("completed", Unconnected.END), Outlet("partial", Unconnected.FAIL)),
+        frame=Frame.GATHER,
+    ),
+    KindSpec(
+        NodeKind.FOR_EACH,
+        ForEachConfig,
+        Drawing(_BAR, _for_each_text),
+        outlets=(Outlet("each", Unconnected.REFUSED),),
+        frame=Frame.ITEMS,
+        expressions=("items",),
+    ),
+    KindSpec(
+        NodeKind.DELAY,
+        DelayConfig,
+        Drawing({**_EVENT, "label": "◷"}, _delay_text),
+        outlets=(Outlet("next", Unconnected.END),),
+    ),
+    KindSpec(
+        NodeKind.WAIT,
+        WaitConfig,
+        Drawing({**_EVENT, "label": "✉"}, _wait_text),
+        outlets=(Outlet("next", Unconnected.END), Outlet("elapsed", Unconnected.NEXT)),
+        expressions=("correlate",),
+        rules=wait_rules,
+    ),
+    KindSpec(
+        NodeKind.APPROVAL,
+        ApprovalConfig,
+        Drawing({**_TASK, "fillcolor": "#f3e5f5", "color": "#6a1b9a"}, _approval_text),
+        outlets=(
+            Outlet("approved", Unconnected.END),
+            Outlet("rejected", Unconnected.FAIL),
+            Outlet("expired", Unconnected.FAIL),
+        ),
+    ),
+    KindSpec(
+        NodeKind.CALL,
+        CallConfig,
+        Drawing(
+            {**_TASK, "penwidth": "3", "fillcolor": "#e0f2f1", "color": "#00695c"},
+            _call_text,
+        ),
+        outlets=(Outlet("next", Unconnected.END), Outlet("failed", Unconnected.FAIL)),
+        child_run=True,
+        expressions=("input",),
+        rules=call_rules,
+    ),
+    KindSpec(
+        NodeKind.END,
+        EndConfig,
+        Drawing(
+            {
+                "shape": "circle",
+                "label": "",
+                "width": "0.35",
+                "penwidth": "3",
+                "style": "filled",
+                "fillcolor": "#ffebee",
+                "color": "#b71c1c",
+            },
+            _no_text,
+        ),
+        policy=PolicyUse.NONE,
+        numbered_ids=False,
+    ),
+)
+
+KINDS: Mapping[NodeKind, KindSpec] = MappingProxyType({spec.kind: spec for spec in _SPECS})
+"""Every node kind's :class:`~wfkit.definition.kind_spec.KindSpec`, in :class:`NodeKind` order.
+
+Examples
+--------
+>>> KINDS[NodeKind.WAIT].unconnected("elapsed")
+<Unconnected.NEXT: 'next'>
+"""
+
+
+def spec_for(kind: object) -> KindSpec | None:
+    """The table's entry for a kind given as a :class:`NodeKind` or its name; None for anything
+    else (graph attributes may hold any value).
+
+    Examples
+    --------
+    >>> spec_for("join").gathers, spec_for("teleport"), spec_for(["start"])
+    (True, None, None)
+    """
+    return KINDS[NodeKind(kind)] if isinstance(kind, str) and kind in _NAMES else None
+
+
+_NAMES = frozenset(k.value for k in NodeKind)
+
+
+def outlets_of(kind: NodeKind | str, config: Any = None) -> tuple[str, ...]:
+    """Outlets a node of ``kind`` with ``config`` declares.
+
+    Examples
+    --------
+    >>> outlets_of("approval"), outlets_of("parallel", {"branches": ["a", "b"]})
+    (('approved', 'rejected', 'expired'), ('a', 'b'))
+    """
+    return KINDS[NodeKind(kind)].outlet_names(config)
 
 
 class Node(BaseModel):
@@ -210,7 +350,8 @@ class Node(BaseModel):
 
     @model_validator(mode="after")
     def _check_kind(self) -> Node:
-        model = KIND_CONFIGS[self.kind]
+        spec = self.spec
+        model = spec.config
         if not isinstance(self.config, model):
             raw = self.config if self.config is not None else {}
             if isinstance(raw, BaseModel):
@@ -220,22 +361,29 @@ class Node(BaseModel):
             except ValidationError as exc:
                 lines = "; ".join(field_errors(exc, model))
                 raise ValueError(f"config does not fit kind {self.kind.value!r}: {lines}") from exc
-        if self.kind in _NEEDS_ACTIVITY and not self.activity:
-            raise ValueError(f"a {self.kind.value} node needs an activity name")
-        if self.activity and self.kind not in ACTIVITY_KINDS:
-            raise ValueError(f"a {self.kind.value} node takes no activity ({self.activity!r})")
-        if self.kind == NodeKind.DECISION:
+        kind = self.kind.value
+        if spec.activity is ActivityUse.REQUIRED and not self.activity:
+            raise ValueError(f"a {kind} node needs an activity name")
+        if self.activity and spec.activity is ActivityUse.NONE:
+            raise ValueError(f"a {kind} node takes no activity ({self.activity!r})")
+        if spec.activity is ActivityUse.OR_EXPRESSION:
             has_expr = self.config.expression is not None
             if has_expr == bool(self.activity):
-                raise ValueError("a decision needs exactly one of an expression or an activity")
-        if self.compensation and self.kind not in COMPENSATION_KINDS:
-            raise ValueError("only action nodes can have a compensation")
+                raise ValueError(f"a {kind} needs exactly one of an expression or an activity")
+        if self.compensation and not spec.compensable:
+            undone = ", ".join(k.value for k, s in KINDS.items() if s.compensable)
+            raise ValueError(f"only {undone} nodes can have a compensation")
         return self
+
+    @property
+    def spec(self) -> KindSpec:
+        """The entry of the node's kind in :data:`KINDS`."""
+        return KINDS[self.kind]
 
     @property
     def outlets(self) -> tuple[str, ...]:
         """The outlet names this node declares."""
-        return outlets_of(self.kind, self.config)
+        return self.spec.outlet_names(self.config)
 
     def to_attrs(self) -> dict[str, Any]:
         """Plain JSON-friendly attributes, leaving out defaults (what the graph stores)."""
@@ -250,16 +398,3 @@ class Node(BaseModel):
             if key in data and not data[key]:
                 del data[key]
         return data
-
-
-def outlets_of(kind: NodeKind | str, config: Any = None) -> tuple[str, ...]:
-    """Outlets a node of ``kind`` with ``config`` declares."""
-    kind = NodeKind(kind)
-    if kind in (NodeKind.DECISION, NodeKind.PARALLEL):
-        branches = getattr(config, "branches", None)
-        if branches is None and isinstance(config, dict):
-            branches = config.get("branches")
-        if branches is None and kind == NodeKind.DECISION:
-            branches = ("true", "false")
-        return tuple(branches or ())
-    return _STATIC_OUTLETS[kind]

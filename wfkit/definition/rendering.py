@@ -1,10 +1,11 @@
 """Drawing workflow graphs with Graphviz, in shapes a BPMN reader recognises.
 
-Start is a thin circle and end a thick one; actions are rounded boxes; decisions diamonds;
-parallel, join and for_each are bars; a delay is a double circle with a clock, a wait a double
-circle with an envelope, an approval a box with a person, a call (BPMN call activity) a
-thick-bordered rounded box marked ⊞. Saga scopes are clusters, compensations
-dashed boxes linked by dashed lines, and problems red outlines whose tooltip is the message.
+Each kind's entry in :data:`~wfkit.definition.kinds.KINDS` says how its nodes look: start is a
+thin circle and end a thick one; actions are rounded boxes; decisions diamonds; parallel, join
+and for_each are bars; a delay is a double circle with a clock, a wait a double circle with an
+envelope, an approval a box with a person, a call (BPMN call activity) a thick-bordered rounded
+box marked ⊞. Saga scopes are clusters, compensations dashed boxes linked by dashed lines, and
+problems red outlines whose tooltip is the message.
 
 Node names in the DOT source are generated (``n0``, ``n1``...), so any id renders; the real id is
 the SVG element's ``id`` (``node-<id>``) and its tooltip. Output is deterministic.
@@ -34,9 +35,9 @@ import networkx as nx
 from pydantic import ValidationError
 
 from wfkit.definition import keys
-from wfkit.definition.durations import format_duration
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
-from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.kind_spec import clip
+from wfkit.definition.kinds import Node
 from wfkit.definition.problems import Problem, Severity
 from wfkit.errors import WfkitError
 
@@ -52,25 +53,6 @@ __all__ = [
 FONT = "DejaVu Sans"
 PROBLEM_COLOUR = "#cc0000"
 WARNING_COLOUR = "#e08a00"
-_BAR = {
-    "shape": "box",
-    "style": "filled",
-    "fillcolor": "#37474f",
-    "color": "#37474f",
-    "label": "",
-    "width": "0.12",
-    "height": "0.7",
-    "fixedsize": "true",
-}
-_EVENT = {
-    "shape": "doublecircle",
-    "width": "0.45",
-    "fixedsize": "true",
-    "fontsize": "12",
-    "style": "filled",
-    "fillcolor": "#fff8e1",
-    "color": "#8d6e00",
-}
 _OUTLET_STYLE = {
     "failed": {"color": PROBLEM_COLOUR, "fontcolor": PROBLEM_COLOUR},
     "fallback": {"color": "#6a1b9a", "fontcolor": "#6a1b9a", "style": "dashed"},
@@ -135,84 +117,12 @@ def _show(value: object) -> str:
 
 
 def _short(value: object, limit: int = 28) -> str:
-    text = _show(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(_show(value), limit)
 
 
 def _node_style(n: str, node: Node) -> dict[str, str]:
-    kind, cfg = node.kind, node.config
-    title = node.label
-    if kind == NodeKind.START:
-        return {
-            "shape": "circle",
-            "label": "",
-            "width": "0.35",
-            "style": "filled",
-            "fillcolor": "#e8f5e9",
-            "color": "#2e7d32",
-            "xlabel": title or "",
-        }
-    if kind == NodeKind.END:
-        return {
-            "shape": "circle",
-            "label": "",
-            "width": "0.35",
-            "penwidth": "3",
-            "style": "filled",
-            "fillcolor": "#ffebee",
-            "color": "#b71c1c",
-        }
-    if kind == NodeKind.ACTION:
-        return {
-            "shape": "box",
-            "style": "rounded,filled",
-            "fillcolor": "#e3f2fd",
-            "color": "#1565c0",
-            "label": title or node.activity or n,
-        }
-    if kind == NodeKind.DECISION:
-        text = cfg.expression if cfg.expression else f"{node.activity}()"
-        return {
-            "shape": "diamond",
-            "style": "filled",
-            "fillcolor": "#fffde7",
-            "color": "#f9a825",
-            "label": title or _short(text, 24),
-        }
-    if kind in (NodeKind.PARALLEL, NodeKind.JOIN):
-        extra = (
-            ""
-            if kind == NodeKind.PARALLEL or cfg.mode == "all"
-            else ("any" if cfg.mode == "any" else f"≥{cfg.count}")
-        )
-        return {**_BAR, "xlabel": title or extra}
-    if kind == NodeKind.FOR_EACH:
-        limit = f" ×{cfg.max_parallelism}" if cfg.max_parallelism else ""
-        return {**_BAR, "xlabel": title or f"for each {_short(cfg.items, 20)}{limit}"}
-    if kind == NodeKind.DELAY:
-        return {**_EVENT, "label": "◷", "xlabel": title or format_duration(cfg.duration)}
-    if kind == NodeKind.WAIT:
-        timeout = f" ({format_duration(cfg.timeout)})" if cfg.timeout else ""
-        return {**_EVENT, "label": "✉", "xlabel": title or f"{cfg.signal}{timeout}"}
-    if kind == NodeKind.CALL:  # a BPMN call activity: thick rounded box, a '+' marker
-        pinned = f" v{cfg.version}" if cfg.version is not None else ""
-        return {
-            "shape": "box",
-            "style": "rounded,filled",
-            "penwidth": "3",
-            "fillcolor": "#e0f2f1",
-            "color": "#00695c",
-            "label": f"{title or _short(cfg.workflow_id + pinned)}\n⊞",
-        }
-    # approval: a user task
-    timeout = f"\n≤ {format_duration(cfg.timeout)}" if cfg.timeout else ""
-    return {
-        "shape": "box",
-        "style": "rounded,filled",
-        "fillcolor": "#f3e5f5",
-        "color": "#6a1b9a",
-        "label": f"♙ {title or n}{timeout}",
-    }
+    drawing = node.spec.drawing
+    return {**drawing.attrs, **drawing.text(n, node)}
 
 
 def _edge_label(outlet: str, label: str | None) -> str:

@@ -1,11 +1,12 @@
 """Where a graph's paths end, and grafting one workflow's graph into another.
 
 A graph's *open ends* are the outlets with no edge whose unconnected meaning is "the path ends"
-(docs/semantics.md §3): ``next`` of a start, action, delay or wait, every branch of a decision,
-``completed`` of a join and ``approved`` of an approval — outside the body of every
-parallel/for_each (an end inside a body ends a branch, not the run). The outlets that fail a
-step when unconnected (``failed``, ``fallback``, ``partial``, ``rejected``, ``expired``) and a
-wait's ``elapsed`` (which goes on along ``next``) are never ends. A builder continues from them
+(docs/semantics.md §3, as each kind's entry in the kinds table says): ``next`` of a start,
+action, delay, wait or call, every branch of a decision, ``completed`` of a join and
+``approved`` of an approval — outside the body of every parallel/for_each (an end inside a body
+ends a branch, not the run). The outlets that fail a step when unconnected (``failed``,
+``fallback``, ``partial``, ``rejected``, ``expired``) and a wait's ``elapsed`` (which goes on
+along ``next``) are never ends. A builder continues from them
 when it splices a workflow in (:meth:`Steps.splice <wfkit.Steps.splice>`), and
 ``engine.append`` grows a run from them.
 
@@ -26,7 +27,7 @@ import networkx as nx
 
 from wfkit.definition import keys
 from wfkit.definition.graph import iter_nodes, start_nodes
-from wfkit.definition.kinds import Node, NodeKind
+from wfkit.definition.kinds import Node, spec_for
 from wfkit.definition.naming import FreeIds
 from wfkit.errors import UsageError
 
@@ -34,30 +35,19 @@ __all__ = ["Splice", "end_labels", "open_ends", "splice_graph"]
 
 Exit = tuple[str, str]
 
-_NEXT_ENDS = (NodeKind.START, NodeKind.ACTION, NodeKind.DELAY, NodeKind.WAIT)
-_FORKS = (NodeKind.PARALLEL, NodeKind.FOR_EACH)
-
 
 def _ending_outlets(node: Node) -> tuple[str, ...]:
-    if node.kind in _NEXT_ENDS:
-        return ("next",)
-    if node.kind == NodeKind.JOIN:
-        return ("completed",)
-    if node.kind == NodeKind.APPROVAL:
-        return ("approved",)
-    if node.kind == NodeKind.DECISION:
-        return node.outlets
-    return ()
+    return tuple(o for o in node.outlets if node.spec.unconnected(o).ends_path)
 
 
 def fork_bodies(G: nx.MultiDiGraph) -> set[str]:
     """Nodes inside the body of some parallel/for_each: reached from the fork without passing
     through its join."""
     nodes = dict(iter_nodes(G))
-    join_of = {node.config.fork: n for n, node in nodes.items() if node.kind == NodeKind.JOIN}
+    join_of = {node.config.fork: n for n, node in nodes.items() if node.spec.gathers}
     inside: set[str] = set()
     for fork, node in nodes.items():
-        if node.kind not in _FORKS:
+        if not node.spec.opens_frame:
             continue
         stop = {fork, join_of.get(fork)}
         seen: set[str] = set()
@@ -204,7 +194,8 @@ def splice_graph(
         elif saga is not None and keys.KIND in attrs:
             attrs[keys.SAGA] = saga
         config = attrs.get(keys.CONFIG)
-        if attrs.get(keys.KIND) == NodeKind.JOIN.value and isinstance(config, dict):
+        spec = spec_for(attrs.get(keys.KIND))
+        if spec is not None and spec.gathers and isinstance(config, dict):
             fork = config.get("fork")
             if isinstance(fork, str) and fork in mapping:
                 config["fork"] = mapping[fork]

@@ -24,7 +24,7 @@ import networkx as nx
 from pydantic import BaseModel, ValidationError
 
 from wfkit.definition.graph import iter_nodes
-from wfkit.definition.kinds import JoinConfig, Node, NodeKind
+from wfkit.definition.kinds import Node
 from wfkit.errors import UsageError
 
 __all__ = [
@@ -256,15 +256,13 @@ def loop_scopes(
     ('for_each-1',)
     """
     nodes = dict(iter_nodes(G)) if nodes is None else nodes
-    joins = {
-        node.config.fork: n for n, node in nodes.items() if isinstance(node.config, JoinConfig)
-    }
+    joins = {node.config.fork: n for n, node in nodes.items() if node.spec.gathers}
     inside: dict[str, list[str]] = {n: [] for n in G.nodes}
     for fork, node in nodes.items():
-        if node.kind != NodeKind.FOR_EACH:
+        if not node.spec.loops:
             continue
         stop = {fork, joins.get(fork)}
-        stack = [v for _, v, k in G.out_edges(fork, keys=True) if k == "each"]
+        stack = [v for _, v, k in G.out_edges(fork, keys=True) if k in node.outlets]
         seen: set[str] = set()
         while stack:
             n = stack.pop()

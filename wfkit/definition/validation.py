@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import reprlib
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from typing import Any
 
 import networkx as nx
@@ -22,8 +22,10 @@ from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.expressions import check_names, parse_expression
 from wfkit.definition.field_errors import field_errors
 from wfkit.definition.graph import MAX_SAGA_DEPTH, SagaSpec, saga_nesting, saga_specs
+from wfkit.definition.kind_spec import Unconnected
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.problems import Problem, Severity
+from wfkit.definition.rule_context import Registered, RuleContext, listed
 from wfkit.definition.run_retry import run_retry_problem
 from wfkit.definition.values import depth_problem, json_problem, text_problem
 from wfkit.errors import ExpressionError
@@ -32,48 +34,6 @@ __all__ = ["DEFAULT_MAX_PAYLOAD", "Registered", "validate", "validate_data"]
 
 DEFAULT_MAX_PAYLOAD = 256 * 1024
 """Default limit, in bytes of JSON, on a run's data document."""
-
-Registered = Mapping[str, Mapping[int, type[BaseModel] | None]]
-"""Workflows a call may name: id -> version -> data model (None where it declares none)."""
-
-_FORKS = (NodeKind.PARALLEL, NodeKind.FOR_EACH)
-_CALL_POLICY = {"max_visits", "on_failure"}
-"""The only policy fields a call node takes: it runs no attempts of its own."""
-_LISTED = 10
-"""Names listed in one message before the rest are counted ("and 5 more")."""
-
-
-def _names(items: Iterable[object], sep: str = ", ") -> str:
-    """At most ``_LISTED`` names joined, then how many more: messages stay short."""
-    listed = list(items)
-    text = sep.join(str(x) for x in listed[:_LISTED])
-    return text + (f" and {len(listed) - _LISTED} more" if len(listed) > _LISTED else "")
-
-
-class _Context:
-    """What the rules share: the graph, its valid nodes, and the data model's field names."""
-
-    def __init__(
-        self,
-        G: nx.MultiDiGraph,
-        registry: ActivityRegistry | None,
-        model: type[BaseModel] | None,
-        workflows: Registered | None = None,
-        workflow_id: str | None = None,
-    ) -> None:
-        self.G = G
-        self.registry = registry
-        self.workflows = workflows
-        self.workflow_id = workflow_id
-        self.fields: set[str] | None = _field_names(model) if model is not None else None
-        self.nodes: dict[str, Node] = {}
-        self.broken: set[str] = set()
-
-
-def _field_names(model: type[BaseModel]) -> set[str]:
-    names = set(model.model_fields)
-    names |= {f.alias for f in model.model_fields.values() if f.alias}
-    return names
 
 
 def validate(
@@ -105,7 +65,7 @@ def validate(
     list of Problem
         Errors first, then warnings, each in graph order.
     """
-    ctx = _Context(G, registry, data_model, workflows, workflow_id)
+    ctx = RuleContext(G, registry, data_model, workflows, workflow_id)
     problems: list[Problem] = []
     for rule in _RULES:
         problems.extend(rule(ctx))
@@ -177,7 +137,7 @@ def _not_storable(problem: str) -> Problem:
 # --- rules ------------------------------------------------------------------------------------
 
 
-def _rule_nodes(ctx: _Context) -> Iterator[Problem]:
+def _rule_nodes(ctx: RuleContext) -> Iterator[Problem]:
     for n, attrs in ctx.G.nodes(data=True):
         if keys.KIND not in attrs:
             ctx.broken.add(n)
@@ -209,8 +169,8 @@ def _rule_nodes(ctx: _Context) -> Iterator[Problem]:
             )
 
 
-def _rule_start(ctx: _Context) -> Iterator[Problem]:
-    starts = [n for n, node in ctx.nodes.items() if node.kind == NodeKind.START]
+def _rule_start(ctx: RuleContext) -> Iterator[Problem]:
+    starts = _starts(ctx)
     if not starts:
         yield Problem(
             code="no-start",
@@ -234,7 +194,7 @@ def _rule_start(ctx: _Context) -> Iterator[Problem]:
             )
 
 
-def _rule_outlets(ctx: _Context) -> Iterator[Problem]:
+def _rule_outlets(ctx: RuleContext) -> Iterator[Problem]:
     for u, v, k in ctx.G.edges(keys=True):
         node = ctx.nodes.get(u)
         if node is None:
@@ -259,49 +219,52 @@ def _rule_outlets(ctx: _Context) -> Iterator[Problem]:
                 "node: use a parallel step to run several",
             )
         seen.setdefault((u, k), v)
-    for n, node in ctx.nodes.items():
-        if node.kind in _FORKS:
-            used = {k for _, _, k in ctx.G.out_edges(n, keys=True)}
-            for outlet in node.outlets:
-                if outlet not in used:
-                    yield Problem(
-                        code="dangling-branch",
-                        node=n,
-                        message=f"branch {outlet!r} of {node.kind.value} {n!r} leads nowhere; "
-                        "connect it to a step that reaches the join",
-                    )
+    for n, node, outlet, rule in _open_outlets(ctx):
+        if rule is Unconnected.REFUSED:
+            yield Problem(
+                code="dangling-branch",
+                node=n,
+                message=f"branch {outlet!r} of {node.kind.value} {n!r} leads nowhere; "
+                "connect it to a step that reaches the join",
+            )
 
 
-def _rule_open_decisions(ctx: _Context) -> Iterator[Problem]:
-    """A decision branch with no edge ends the run's path there: allowed, but said out loud."""
+def _open_outlets(ctx: RuleContext) -> Iterator[tuple[str, Node, str, Unconnected]]:
+    """Every declared outlet of a valid node that has no edge, with what that means."""
     for n, node in ctx.nodes.items():
-        if node.kind != NodeKind.DECISION:
-            continue
         used = {k for _, _, k in ctx.G.out_edges(n, keys=True)}
         for outlet in node.outlets:
             if outlet not in used:
-                yield Problem(
-                    code="open-decision-branch",
-                    node=n,
-                    severity=Severity.WARNING,
-                    message=f"branch {outlet!r} of decision {n!r} has no edge: a run that takes "
-                    "it ends this path there (recorded as path.ended); connect it to the step "
-                    "that should follow, or to an end node to end the path on purpose",
-                )
+                yield n, node, outlet, node.spec.unconnected(outlet)
 
 
-def _rule_joins(ctx: _Context) -> Iterator[Problem]:
+def _rule_open_decisions(ctx: RuleContext) -> Iterator[Problem]:
+    """A branch with no edge ends the run's path there (a decision's): allowed, but said out
+    loud."""
+    for n, node, outlet, rule in _open_outlets(ctx):
+        if rule is Unconnected.END_RECORDED:
+            yield Problem(
+                code="open-decision-branch",
+                node=n,
+                severity=Severity.WARNING,
+                message=f"branch {outlet!r} of {node.kind.value} {n!r} has no edge: a run that "
+                "takes it ends this path there (recorded as path.ended); connect it to the step "
+                "that should follow, or to an end node to end the path on purpose",
+            )
+
+
+def _rule_joins(ctx: RuleContext) -> Iterator[Problem]:
     gathered = {
         n: node.config.fork
         for n, node in ctx.nodes.items()
-        if node.kind == NodeKind.JOIN
+        if node.spec.gathers
         and (target := ctx.nodes.get(node.config.fork)) is not None
-        and target.kind in _FORKS
+        and target.spec.opens_frame
     }
     reaches = _reachability(ctx.G, set(gathered.values()), gathered)
     joins: dict[str, list[str]] = {}
     for n, node in ctx.nodes.items():
-        if node.kind != NodeKind.JOIN:
+        if not node.spec.gathers:
             continue
         fork = node.config.fork
         if n not in gathered:
@@ -321,13 +284,13 @@ def _rule_joins(ctx: _Context) -> Iterator[Problem]:
                 "connect the branches to it",
             )
     for n, node in ctx.nodes.items():
-        if node.kind in _FORKS and len(joins.get(n, [])) != 1:
+        if node.spec.opens_frame and len(joins.get(n, [])) != 1:
             found = joins.get(n, [])
             yield Problem(
                 code="join-missing" if not found else "join-several",
                 node=n,
                 message=f"{node.kind.value} {n!r} needs exactly one join, found "
-                f"{len(found)}{' (' + _names(found) + ')' if found else ''}; "
+                f"{len(found)}{' (' + listed(found) + ')' if found else ''}; "
                 "add one join node with config.fork set to it",
             )
 
@@ -369,7 +332,7 @@ def _reachability(
     return lambda source, target: bool(reached[component[target]] & bit[source])
 
 
-def _rule_cycles(ctx: _Context) -> Iterator[Problem]:
+def _rule_cycles(ctx: RuleContext) -> Iterator[Problem]:
     order: dict[Any, int] | None = None
     for component in nx.strongly_connected_components(ctx.G):
         if len(component) == 1:
@@ -386,12 +349,12 @@ def _rule_cycles(ctx: _Context) -> Iterator[Problem]:
             yield Problem(
                 code="unbounded-cycle",
                 node=members[0],
-                message=f"the loop through {_names(members)} cannot go round: every node in "
+                message=f"the loop through {listed(members)} cannot go round: every node in "
                 "it allows one visit; set policy max_visits on one of them to bound the loop",
             )
 
 
-def _rule_activities(ctx: _Context) -> Iterator[Problem]:
+def _rule_activities(ctx: RuleContext) -> Iterator[Problem]:
     if ctx.registry is None:
         return
     for n, node in ctx.nodes.items():
@@ -405,7 +368,7 @@ def _rule_activities(ctx: _Context) -> Iterator[Problem]:
                 )
 
 
-def _rule_sagas(ctx: _Context) -> Iterator[Problem]:
+def _rule_sagas(ctx: RuleContext) -> Iterator[Problem]:
     try:
         sagas = saga_specs(ctx.G)
     except (ValidationError, ValueError) as exc:
@@ -423,7 +386,7 @@ def _rule_sagas(ctx: _Context) -> Iterator[Problem]:
             yield Problem(
                 code="bad-saga",
                 message=f"saga {sid!r} is nested in itself through its parents "
-                f"({_names([*ring, ring[0]], ' -> ')}); make the parents form a tree",
+                f"({listed([*ring, ring[0]], ' -> ')}); make the parents form a tree",
             )
     members: dict[str, str] = {}
     for n, node in ctx.nodes.items():
@@ -470,7 +433,7 @@ def _html_label(text: str) -> str:
     )
 
 
-def _rule_labels(ctx: _Context) -> Iterator[Problem]:
+def _rule_labels(ctx: RuleContext) -> Iterator[Problem]:
     for n, node in ctx.nodes.items():
         if node.label is not None and _looks_like_html(node.label):
             yield Problem(
@@ -501,9 +464,9 @@ def _rule_labels(ctx: _Context) -> Iterator[Problem]:
             )
 
 
-def _rule_expressions(ctx: _Context) -> Iterator[Problem]:
+def _rule_expressions(ctx: RuleContext) -> Iterator[Problem]:
     for n, node in ctx.nodes.items():
-        for source in _expressions_of(node):
+        for source in node.spec.expressions_of(node.config):
             try:
                 parsed = parse_expression(source)
             except ExpressionError as exc:
@@ -519,132 +482,21 @@ def _rule_expressions(ctx: _Context) -> Iterator[Problem]:
                     f"which the data model does not have (fields: {known}); fix the name or "
                     "add the field to the model",
                 )
-        yield from _bind_problems(ctx, n, node)
 
 
-def _expressions_of(node: Node) -> list[str]:
-    config = node.config
-    found = [
-        getattr(config, "expression", None),
-        getattr(config, "items", None) if node.kind == NodeKind.FOR_EACH else None,
-        getattr(config, "correlate", None),
-    ]
-    if node.kind == NodeKind.CALL and config.input:
-        found += list(config.input.values())
-    return [e for e in found if e is not None]
-
-
-def _bind_problems(ctx: _Context, n: str, node: Node) -> Iterator[Problem]:
-    if node.kind != NodeKind.WAIT:
-        return
-    bind = node.config.bind
-    if isinstance(bind, str):
-        if ctx.registry is not None and bind not in ctx.registry:
-            yield Problem(
-                code="unknown-activity",
-                node=n,
-                message=f"binder {bind!r} is not registered; decorate a function with "
-                f"@wf.activity({bind!r}) or give bind as a mapping",
-            )
-    elif isinstance(bind, dict) and ctx.fields is not None:
-        for target in bind.values():
-            top = target.split(".")[0]
-            if top not in ctx.fields:
-                yield Problem(
-                    code="unknown-name",
-                    node=n,
-                    message=f"bind writes {target!r}, which the data model does not have; "
-                    "bind to an existing field or add it to the model",
-                )
-
-
-def _rule_calls(ctx: _Context) -> Iterator[Problem]:
+def _rule_kinds(ctx: RuleContext) -> Iterator[Problem]:
+    """The rules of each valid node's own kind (a wait's binding, a call's target)."""
     for n, node in ctx.nodes.items():
-        if node.kind == NodeKind.CALL:
-            yield from _call_problems(ctx, n, node)
+        if node.spec.rules is not None:
+            yield from node.spec.rules(ctx, n, node)
 
 
-def _call_problems(ctx: _Context, n: str, node: Node) -> Iterator[Problem]:
-    config = node.config
-    target = config.workflow_id
-    if ctx.workflow_id is not None and target == ctx.workflow_id:
-        yield Problem(
-            code="self-call",
-            node=n,
-            message=f"call {n!r} starts {target!r}, the workflow it is in: a workflow may not "
-            "call itself; loop back with goto() and max_visits instead",
-        )
-    policy = ctx.G.nodes[n].get(keys.POLICY) or {}
-    extra = sorted(set(policy) - _CALL_POLICY) if isinstance(policy, Mapping) else []
-    if extra:
-        yield Problem(
-            code="call-policy",
-            node=n,
-            message=f"call {n!r} sets {', '.join(extra)}, which a call does not use: a call is "
-            "never retried (its child's steps have their own policies); remove them",
-        )
-    if node.policy.on_failure.value == "suspend":
-        yield Problem(
-            code="call-policy",
-            node=n,
-            message=f"call {n!r} has on_failure='suspend', which a call cannot honour (resuming "
-            "would need a new child run); connect its failed outlet or use 'terminate'",
-        )
-    for what, mapping in (("input", config.input), ("bind", config.bind)):
-        for source, dest in (mapping or {}).items():
-            if not source or not dest or not all(source.split(".")):
-                yield Problem(
-                    code="bad-config",
-                    node=n,
-                    message=f"call {n!r}: {what} {source!r} -> {dest!r} names an empty field; "
-                    "map child fields to non-empty names",
-                )
-    if ctx.fields is not None:
-        for dest in (config.bind or {}).values():
-            if dest.split(".")[0] not in ctx.fields:
-                yield Problem(
-                    code="unknown-name",
-                    node=n,
-                    message=f"call {n!r}: bind writes {dest!r}, which the data model does not "
-                    "have; bind to an existing field or add it to the model",
-                )
-    if ctx.workflows is None or target == ctx.workflow_id:
-        return
-    versions = ctx.workflows.get(target)
-    if not versions or (config.version is not None and config.version not in versions):
-        known = (
-            f"versions {', '.join(map(str, sorted(versions)))}"
-            if versions
-            else "registered: " + (_names(sorted(ctx.workflows)) or "none")
-        )
-        yield Problem(
-            code="unknown-workflow",
-            node=n,
-            message=f"call {n!r} starts workflow {target!r}"
-            + (f" v{config.version}" if config.version is not None and versions else "")
-            + f", which is not registered ({known}); register it before the workflow that "
-            "calls it",
-        )
-        return
-    version = config.version if config.version is not None else max(versions)
-    model = versions[version]
-    if model is None or model.model_config.get("extra") == "allow":
-        return
-    fields = _field_names(model)
-    for what, names in (("input", config.input or {}), ("bind", config.bind or {})):
-        for source in names:
-            if source.split(".")[0] not in fields:
-                yield Problem(
-                    code="unknown-name",
-                    node=n,
-                    message=f"call {n!r}: {what} names child field {source!r}, which "
-                    f"{model.__name__} ({target!r} v{version}) does not have (fields: "
-                    f"{_names(sorted(fields))}); fix the name",
-                )
+def _starts(ctx: RuleContext) -> list[str]:
+    return [n for n, node in ctx.nodes.items() if node.spec.entry]
 
 
-def _rule_reachable(ctx: _Context) -> Iterator[Problem]:
-    starts = [n for n, node in ctx.nodes.items() if node.kind == NodeKind.START]
+def _rule_reachable(ctx: RuleContext) -> Iterator[Problem]:
+    starts = _starts(ctx)
     if not starts:
         return
     seen: set[str] = set()
@@ -677,7 +529,7 @@ def _bad_text(value: Any) -> str | None:
     return None
 
 
-def _rule_text(ctx: _Context) -> Iterator[Problem]:
+def _rule_text(ctx: RuleContext) -> Iterator[Problem]:
     """Definitions are stored as JSON text: a NUL or a lone surrogate anywhere cannot be."""
     hint = "; remove the character (definitions are stored as text)"
     bad = _bad_text(ctx.G.graph)
@@ -695,13 +547,13 @@ def _rule_text(ctx: _Context) -> Iterator[Problem]:
             )
 
 
-def _rule_run_retry(ctx: _Context) -> Iterator[Problem]:
+def _rule_run_retry(ctx: RuleContext) -> Iterator[Problem]:
     problem = run_retry_problem(ctx.G)
     if problem is not None:
         yield Problem(code="bad-run-retry", message=problem)
 
 
-_RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
+_RULES: tuple[Callable[[RuleContext], Iterable[Problem]], ...] = (
     _rule_text,
     _rule_run_retry,
     _rule_nodes,
@@ -713,7 +565,7 @@ _RULES: tuple[Callable[[_Context], Iterable[Problem]], ...] = (
     _rule_activities,
     _rule_sagas,
     _rule_expressions,
-    _rule_calls,
+    _rule_kinds,
     _rule_reachable,
     _rule_labels,
 )

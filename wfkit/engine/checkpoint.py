@@ -167,7 +167,7 @@ class Checkpoint:
         token.pop("started", None)  # a crash marker belongs to the step it was written for
         scope = f"{node_id}|{token['fr'][-1][1]}:{token['fr'][-1][2]}" if token["fr"] else node_id
         visits = self.run.visits.get(scope, 0) + 1
-        if node.kind.value != "join":
+        if node.spec.counts_visits:
             self.run.put("visits", scope, visits)
             limit = self.flow.visit_limit[node_id]
             if visits > limit:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.durations import parse_duration
-from wfkit.definition.graph import graph_from_data
+from wfkit.definition.graph import graph_from_data, starts_child_runs
 from wfkit.definition.problems import Severity
 from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
 from wfkit.definition.workflow import Workflow
@@ -379,7 +379,7 @@ class Engine(Operations, Growth, Admission, Retaining):
             With every problem, when the workflow is invalid or its version is taken.
         """
         self._scheduler.refuse_in_block("engine.register()")
-        if self._store.shared and any(k == "call" for _, k in workflow.graph.nodes(data="kind")):
+        if self._store.shared and starts_child_runs(workflow.graph):
             self._load_definitions()  # a called workflow another engine registered counts
         registered = {
             wid: {v: flow.data_model for v, flow in versions.items()}

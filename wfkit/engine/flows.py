@@ -8,7 +8,7 @@ import networkx as nx
 from pydantic import BaseModel
 
 from wfkit.definition.graph import SagaSpec, saga_specs
-from wfkit.definition.kinds import JoinConfig, Node, NodeKind
+from wfkit.definition.kinds import Node
 from wfkit.definition.typed_outputs import loop_scopes
 from wfkit.definition.workflow import Workflow
 
@@ -39,9 +39,9 @@ class CompiledFlow:
         for n in G.nodes:
             node = Node.model_validate(G.nodes[n])
             flow.nodes[n] = node
-            if node.kind == NodeKind.START:
+            if node.spec.entry:
                 flow.start = n
-            if isinstance(node.config, JoinConfig):
+            if node.spec.gathers:
                 flow.join_of[node.config.fork] = n
         for u, v, k in G.edges(keys=True):
             flow.targets[(u, str(k))] = v

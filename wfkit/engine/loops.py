@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from wfkit.definition.kinds import NodeKind
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.state import RunState
 
@@ -21,7 +20,7 @@ __all__ = ["cell_key", "entry_path", "job_cell", "loop_detail", "loop_item", "lo
 
 def loop_path(flow: CompiledFlow, frames: Sequence[Sequence[Any]]) -> tuple[int, ...]:
     """The for_each indexes of ``frames``, outermost first (``()`` outside any for_each)."""
-    return tuple(int(f[2]) for f in frames if flow.nodes[f[0]].kind == NodeKind.FOR_EACH)
+    return tuple(int(f[2]) for f in frames if flow.nodes[f[0]].spec.loops)
 
 
 def loop_item(
@@ -34,7 +33,7 @@ def loop_item(
     frame has closed). ``items`` is the run's item lists by frame (older snapshots kept the
     list in the frame itself)."""
     for fork_id, frame_id, index in reversed(frames):
-        if flow.nodes[fork_id].kind == NodeKind.FOR_EACH:
+        if flow.nodes[fork_id].spec.loops:
             found = (items or {}).get(frame_id)
             if found is None:
                 found = (open_frames.get(frame_id) or {}).get("items")

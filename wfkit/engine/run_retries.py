@@ -18,7 +18,6 @@ from typing import Any
 
 import networkx as nx
 
-from wfkit.definition.kinds import NodeKind
 from wfkit.definition.run_retry import RunRetry
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.flows import CompiledFlow
@@ -79,7 +78,7 @@ def resume_point(cp: Checkpoint, token_id: str, *, auto: bool = True) -> Resume 
         return None
     node_id = token["node"]
     node = cp.flow.nodes[node_id]
-    if node.kind == NodeKind.JOIN:
+    if node.spec.gathers:
         node_id = node.config.fork
     return {"node": node_id, "token": token_id, "auto": auto}
 

@@ -47,13 +47,14 @@ import networkx as nx
 from wfkit.definition import keys, rendering
 from wfkit.definition.activities import ActivityRegistry, default_registry
 from wfkit.definition.graph import graph_to_data
-from wfkit.definition.kinds import NodeKind, outlets_of
+from wfkit.definition.kinds import DEFAULT_KIND, NodeKind, outlets_of
 from wfkit.definition.problems import Problem
 from wfkit.definition.workflow import Workflow
 from wfkit.errors import UsageError
 from wfkit.widgets.confirm import Message
 from wfkit.widgets.edits import (
     History,
+    called_workflow,
     declared_outlets,
     default_node_id,
     find_edge,
@@ -181,7 +182,7 @@ class Editor(StaticPicture, w.VBox):
         self.add_kind = _tagged(
             w.Dropdown(
                 options=kinds,
-                value="action",
+                value=DEFAULT_KIND.value,
                 description="add",
                 style={"description_width": "auto"},
                 layout={"width": "11em"},
@@ -366,11 +367,7 @@ class Editor(StaticPicture, w.VBox):
     def _called(self) -> tuple[str, int | None] | None:
         """The workflow (and pinned version) the selected node calls, if it is a call."""
         node = find_node(self.graph, self.surface.selected)
-        if node is None or self.graph.nodes[node].get(keys.KIND) != NodeKind.CALL.value:
-            return None
-        config = self.graph.nodes[node].get(keys.CONFIG) or {}
-        workflow_id = config.get("workflow_id")
-        return (workflow_id, config.get("version")) if workflow_id else None
+        return None if node is None else called_workflow(self.graph, node)
 
     def _offer_open_child(self) -> None:
         shown = self.engine is not None and self._called() is not None

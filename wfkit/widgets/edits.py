@@ -16,11 +16,12 @@ import networkx as nx
 
 from wfkit.definition import keys
 from wfkit.definition.graph import graph_from_data, graph_to_data, unique_node_id
-from wfkit.definition.kinds import Node, NodeKind, outlets_of
+from wfkit.definition.kinds import KINDS, Node, NodeKind, outlets_of, spec_for
 from wfkit.definition.problems import Problem, Severity
 
 __all__ = [
     "History",
+    "called_workflow",
     "declared_outlets",
     "default_node_id",
     "find_edge",
@@ -29,8 +30,6 @@ __all__ = [
     "restore_graph",
     "used_outlets",
 ]
-
-_NUMBERED_BASE = {NodeKind.DECISION: "if"}
 
 
 def default_node_id(G: nx.MultiDiGraph, kind: NodeKind | str) -> str:
@@ -42,10 +41,8 @@ def default_node_id(G: nx.MultiDiGraph, kind: NodeKind | str) -> str:
     >>> default_node_id(G, "start"), default_node_id(G, "delay"), default_node_id(G, "decision")
     ('start', 'delay-1', 'if-1')
     """
-    kind = NodeKind(kind)
-    if kind in (NodeKind.START, NodeKind.END):
-        return unique_node_id(G, kind.value)
-    return unique_node_id(G, _NUMBERED_BASE.get(kind, kind.value), numbered=True)
+    spec = KINDS[NodeKind(kind)]
+    return unique_node_id(G, spec.node_id_base(), numbered=spec.numbered_ids)
 
 
 def find_node(G: nx.MultiDiGraph, name: str) -> Any:
@@ -78,6 +75,17 @@ def declared_outlets(G: nx.MultiDiGraph, n: Any) -> tuple[str, ...]:
             return outlets_of(str(attrs.get(keys.KIND)), attrs.get(keys.CONFIG))
         except ValueError:
             return ()
+
+
+def called_workflow(G: nx.MultiDiGraph, n: Any) -> tuple[str, int | None] | None:
+    """The workflow (and pinned version) node ``n`` starts as a child run; None where it starts
+    none (it is not a call, or names no workflow yet)."""
+    attrs = G.nodes[n]
+    spec, config = spec_for(attrs.get(keys.KIND)), attrs.get(keys.CONFIG)
+    if spec is None or not spec.child_run or not isinstance(config, dict):
+        return None
+    workflow_id = config.get("workflow_id")
+    return (workflow_id, config.get("version")) if workflow_id else None
 
 
 def used_outlets(G: nx.MultiDiGraph, n: Any) -> dict[str, Any]:

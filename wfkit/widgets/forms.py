@@ -26,13 +26,8 @@ from pydantic_core import PydanticUndefined
 from wfkit.definition import keys
 from wfkit.definition.durations import format_duration
 from wfkit.definition.field_errors import field_errors
-from wfkit.definition.kinds import (
-    ACTIVITY_KINDS,
-    COMPENSATION_KINDS,
-    KIND_CONFIGS,
-    Node,
-    NodeKind,
-)
+from wfkit.definition.kind_spec import ActivityUse, KindSpec
+from wfkit.definition.kinds import DEFAULT_KIND, KINDS, Node, NodeKind
 from wfkit.definition.policy import Policy
 
 __all__ = [
@@ -258,27 +253,20 @@ class ModelForm(w.VBox):
         return values
 
 
-_RETRY_FIELDS = ("max_attempts", "attempt_timeout", "retry_delay", "backoff", "max_delay", "jitter")
-
-
 def policy_fields(kind: NodeKind | str) -> tuple[str, ...]:
     """The policy fields that mean something for a node of ``kind``.
 
     Retries (``max_attempts``, delays, ``attempt_timeout``) apply to steps that run an activity;
     ``max_visits`` (loops) and ``on_failure`` (a step that fails for good, docs/semantics.md
-    §5.1) to every node a token passes through; start and end take none.
+    §5.1) to every node a token passes through; start and end take none. The kind's entry in
+    :data:`~wfkit.definition.kinds.KINDS` says which (its ``policy``).
 
     Examples
     --------
     >>> policy_fields("approval")
     ('max_visits', 'on_failure')
     """
-    kind = NodeKind(kind)
-    if kind in (NodeKind.START, NodeKind.END):
-        return ()
-    if kind in ACTIVITY_KINDS:
-        return tuple(Policy.model_fields)
-    return tuple(n for n in Policy.model_fields if n not in _RETRY_FIELDS)
+    return KINDS[NodeKind(kind)].policy.fields()
 
 
 def explain(exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> str:
@@ -298,7 +286,7 @@ def validate_node(attrs: Mapping[str, Any]) -> Node:
         ) from None
     errors: list[str] = []
     for key, model, prefix in (
-        (keys.CONFIG, KIND_CONFIGS[kind], ""),  # config fields are named as the form labels them
+        (keys.CONFIG, KINDS[kind].config, ""),  # config fields are named as the form labels them
         (keys.POLICY, Policy, "policy"),
     ):
         try:
@@ -316,9 +304,9 @@ def validate_node(attrs: Mapping[str, Any]) -> Node:
 class NodeForm(w.VBox):
     """The property form of one node: kind, label, and the fields that kind takes.
 
-    An activity for the kinds that run one (:data:`~wfkit.definition.kinds.ACTIVITY_KINDS`), a
-    compensation for those that may be undone (``COMPENSATION_KINDS``), the kind's config model
-    (``KIND_CONFIGS``) and the policy fields of :func:`policy_fields`; a field the kind does not
+    What the kind's entry in :data:`~wfkit.definition.kinds.KINDS` says it takes: an activity
+    (``activity``), a compensation (``compensable``), the fields of its config model (``config``)
+    and the policy fields of :func:`policy_fields`; a field the kind does not
     take is hidden unless the node holds a value for it (then it shows, so it can be cleared).
     :meth:`show` fills it from a node's attributes; :meth:`read` gives the edited attributes
     (plain data, not yet validated; attributes and policy fields the form does not show are
@@ -397,7 +385,7 @@ class NodeForm(w.VBox):
         self.show_error("" if known else f"kind {kind!r} is not a node kind; pick one and Apply")
         self._loading = True  # the node's own values, not a kind change: clear nothing
         try:
-            self.kind.value = kind if known else NodeKind.ACTION.value
+            self.kind.value = kind if known else DEFAULT_KIND.value
         finally:
             self._loading = False
         self.activity.value = str(attrs.get(keys.ACTIVITY) or "")
@@ -458,7 +446,7 @@ class NodeForm(w.VBox):
 
     def _config_form(self, kind: NodeKind) -> ModelForm:
         if kind not in self._configs:
-            self._configs[kind] = ModelForm(KIND_CONFIGS[kind])
+            self._configs[kind] = ModelForm(KINDS[kind].config)
         return self._configs[kind]
 
     def _show_kind(self, kind: NodeKind) -> None:
@@ -467,11 +455,12 @@ class NodeForm(w.VBox):
         stored = self.shown.get(keys.CONFIG)
         form.load(stored if isinstance(stored, Mapping) else {})
         self.config.children = [form] if form.specs else []
-        for box, kinds in (
-            (self.activity, ACTIVITY_KINDS),
-            (self.compensation, COMPENSATION_KINDS),
+        spec = KINDS[kind]
+        for box, takes in (
+            (self.activity, _takes_activity(spec)),
+            (self.compensation, spec.compensable),
         ):
-            box.layout.display = None if kind in kinds or box.value.strip() else "none"
+            box.layout.display = None if takes or box.value.strip() else "none"
         policy = self.shown.get(keys.POLICY)
         held = set(policy) if isinstance(policy, Mapping) else set()
         self.policy.show_only({*policy_fields(kind), *(held & set(self.policy.specs))})
@@ -481,11 +470,15 @@ class NodeForm(w.VBox):
         if self._loading:
             return
         kind = NodeKind(change["new"])
-        if kind not in ACTIVITY_KINDS:
+        if not _takes_activity(KINDS[kind]):
             self.activity.value = ""
-        if kind not in COMPENSATION_KINDS:
+        if not KINDS[kind].compensable:
             self.compensation.value = ""
         self._show_kind(kind)
+
+
+def _takes_activity(spec: KindSpec) -> bool:
+    return spec.activity is not ActivityUse.NONE
 
 
 _FORM_KEYS = (

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wfkit.definition.kinds import NodeKind
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Event
 from wfkit.engine.replay import SUCCEEDED
@@ -46,7 +45,8 @@ def _count_text(done: int, total: int, failed: int, in_progress: int = 0) -> str
 def _body(workflow: Workflow, fork: str, join: str | None) -> tuple[set[str], set[str]]:
     """The nodes of a for_each body, and those of them that lead into its join."""
     G = workflow.graph
-    stack = [v for _, v, k in G.out_edges(fork, keys=True) if k == "each"]
+    outlets = workflow.node(fork).outlets  # the loop's body starts at them
+    stack = [v for _, v, k in G.out_edges(fork, keys=True) if k in outlets]
     body: set[str] = set()
     while stack:
         n = stack.pop()
@@ -62,7 +62,7 @@ def _joins(workflow: Workflow) -> dict[str, str]:
     joins: dict[str, str] = {}
     for n in workflow.graph.nodes:
         node = workflow.node(n)
-        if node.kind == NodeKind.JOIN:
+        if node.spec.gathers:
             joins[node.config.fork] = n
     return joins
 
@@ -82,7 +82,7 @@ def loop_progress(
     """
     joins = _joins(workflow)
     result = []
-    for fork in [n for n in workflow.graph.nodes if workflow.node(n).kind == NodeKind.FOR_EACH]:
+    for fork in [n for n in workflow.graph.nodes if workflow.node(n).spec.loops]:
         starts = [e for e in history if e.kind == EventKind.FOR_EACH_STARTED and e.node_id == fork]
         if not starts:
             continue

@@ -1,43 +1,23 @@
 """Node semantics, one module per family; each registers a handler for its kinds.
 
-Adding a node kind means adding a module here (and importing it below), not editing a chain of
-``if kind == ...``. The handler interface is :class:`~wfkit.engine.nodes.base.NodeHandler`.
+Adding a node kind means adding a module here, not editing a chain of ``if kind == ...``: every
+module of this package is imported below, and registers its handler with
+:func:`~wfkit.engine.nodes.base.handles`. The handler interface is
+:class:`~wfkit.engine.nodes.base.NodeHandler`; what the kind declares (config, outlets, drawing)
+is its entry in :data:`wfkit.definition.kinds.KINDS`.
 """
 
 from __future__ import annotations
 
-from wfkit.engine.nodes import (  # each module registers its handler on import
-    action,
-    approval,
-    call,
-    decision,
-    delay,
-    end,
-    for_each,
-    join,
-    parallel,
-    start,
-    wait,
-)
+import importlib
+import pkgutil
+
 from wfkit.engine.nodes.base import HANDLERS, NodeHandler, handles
 
-__all__ = [
-    "HANDLERS",
-    "NodeHandler",
-    "action",
-    "approval",
-    "call",
-    "decision",
-    "delay",
-    "end",
-    "for_each",
-    "handles",
-    "join",
-    "load_all",
-    "parallel",
-    "start",
-    "wait",
-]
+__all__ = ["HANDLERS", "NodeHandler", "handles", "load_all"]
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")  # each registers its handler on import
 
 
 def load_all() -> dict[str, NodeHandler]:
