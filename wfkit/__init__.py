@@ -68,7 +68,7 @@ from wfkit.errors import (
     WfkitError,
     WorkflowFailed,
 )
-from wfkit.store.sessions import StatementResult
+from wfkit.store.results import StatementResult
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from wfkit.errors import AdmissionError, DefinitionError, StoreError, UsageError
 from wfkit.store import open_store
 from wfkit.store.base import Statement, StoreBroken
 from wfkit.store.duckdb import holder as duckdb_holder
+from wfkit.store.results import StatementResult
 
 __all__ = ["Engine"]
 
@@ -729,10 +730,34 @@ class Engine(Operations, Growth, Admission, Retaining):
             RunInfo(r[0], r[1], r[2], RunStatus(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows
         ]
 
-    def sql(self, query: str) -> Any:
-        """Run SQL over the wfkit tables; returns a DuckDB relation (``.df()``, ``.fetchall()``)."""
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> StatementResult:
+        """Run SQL over the wfkit tables (and the application's own, in the same database).
+
+        Parameters
+        ----------
+        query : str
+            The statement; values go in ``params``, bound to ``?`` placeholders (DuckDB) or
+            ``%s`` (PostgreSQL).
+        params : sequence, optional
+            The values of the placeholders.
+
+        Returns
+        -------
+        StatementResult
+            The same type on DuckDB and PostgreSQL: ``.fetchall()``, ``.fetchone()``,
+            ``.columns``, and DataFrames with ``.df()`` (pandas) and ``.pl()`` (polars); on
+            DuckDB made by DuckDB itself from its relation (``.relation``).
+
+        Examples
+        --------
+        >>> import wfkit as wf
+        >>> engine = wf.Engine(":memory:")
+        >>> engine.sql("select count(*) as runs from wf_instances").fetchall()
+        [(0,)]
+        >>> engine.close()
+        """
         self._writer.flush_summaries()
-        return self._store.sql(query)
+        return self._store.sql(query, params)
 
     # --- internals used by Run handles --------------------------------------------------------
 

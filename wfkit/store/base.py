@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from wfkit.errors import StoreError
+from wfkit.store.results import StatementResult
 
 if TYPE_CHECKING:
     from wfkit.store.sessions import Session
@@ -120,8 +121,8 @@ class Store(Protocol):
     def query(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of the named query."""
 
-    def sql(self, text: str, params: Sequence[Any] | None = None) -> Any:
-        """Run a user's SQL and return the backend's result object."""
+    def sql(self, text: str, params: Sequence[Any] | None = None) -> StatementResult:
+        """Run a user's SQL: its rows, the same type on every backend."""
 
     def atomically(self, work: Callable[[InTransaction], T]) -> T:
         """Run ``work`` in one transaction: committed when it returns, rolled back (and its

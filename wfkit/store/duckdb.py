@@ -29,7 +29,8 @@ from wfkit.store.duckdb_file import DuckDBFile
 from wfkit.store.faults import durable_commit, full_reason
 from wfkit.store.marks import EVENT_DELETES, EVENT_INSERTS, events_in, tally
 from wfkit.store.queries import has_query, query
-from wfkit.store.sessions import StatementResult, check_params, scan
+from wfkit.store.results import RelationResult, StatementResult
+from wfkit.store.sessions import check_params, scan
 
 # errors of the values written, not of the store: another write goes through as usual
 _VALUE_ERRORS = (
@@ -324,16 +325,23 @@ class DuckDBStore:
                 self._file.describe(exc, f"query {name!r} on {self.url!r} failed")
             ) from exc
 
-    def sql(self, text: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
-        """Run a user's SQL on its own cursor; returns a DuckDB relation (``.df()``...)."""
+    def sql(self, text: str, params: Sequence[Any] | None = None) -> StatementResult:
+        """Run a user's SQL on its own cursor: its rows, backed by DuckDB's relation (so
+        ``.df()`` and ``.pl()`` come from DuckDB)."""
         self._refuse_closed()
         try:
             with self._lock:
                 cursor = self._file.connection().cursor()
                 self._file.guard_wal()  # the user's SQL may write
             if params is None:
-                return cursor.sql(text)
-            return cursor.execute(text, list(params))  # type: ignore[return-value]
+                relation = cursor.sql(text)
+                if relation is None:  # a statement with nothing to give back
+                    return StatementResult([], [], -1)
+                return RelationResult(relation)
+            done = cursor.execute(text, list(params))
+            columns = [d[0] for d in done.description or []]
+            rows = done.fetchall() if columns else []
+            return StatementResult(columns, rows, len(rows) if columns else -1)
         except duckdb.Error as exc:
             raise StoreError(self._file.describe(exc, "SQL failed")) from exc
 

@@ -25,7 +25,7 @@ from wfkit.store.base import AlreadyTaken, InTransaction, LeaseLost, Statement, 
 from wfkit.store.queries import has_query, migrations, query
 from wfkit.store.sessions import StatementResult, check_params, scan
 
-__all__ = ["PostgresSession", "PostgresStore", "QueryResult"]
+__all__ = ["PostgresSession", "PostgresStore"]
 
 _MIGRATE_LOCK = 0x77666B6975
 _RETRIES = 8
@@ -40,18 +40,6 @@ T = TypeVar("T")
 @cache
 def _pg(name: str) -> str:
     return query(name).replace("?", "%s")
-
-
-class QueryResult(StatementResult):
-    """Rows of a user's query (``fetchall()``), like the DuckDB relation's common subset."""
-
-    __slots__ = ()
-
-    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-        super().__init__(columns, rows, len(rows))
-
-    def __repr__(self) -> str:
-        return f"QueryResult({self.columns}, {len(self._rows)} rows)"
 
 
 class PostgresStore:
@@ -316,15 +304,15 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"query {name!r} on {_safe(self.url)} failed: {exc}") from exc
 
-    def sql(self, text: str, params: Sequence[Any] | None = None) -> QueryResult:
-        """Run a user's SQL; returns its rows (``.fetchall()``)."""
+    def sql(self, text: str, params: Sequence[Any] | None = None) -> StatementResult:
+        """Run a user's SQL; returns its rows (``.fetchall()``, ``.df()``, ``.pl()``)."""
         try:
             with self._pool.connection() as conn, conn.cursor() as cur:
                 statement: Any = text  # the user's own SQL; values go in ``params``, bound
                 cur.execute(statement, params)
                 columns = [d.name for d in cur.description or []]
                 rows = cur.fetchall() if cur.description else []
-                return QueryResult(columns, rows)
+                return StatementResult(columns, rows, len(rows) if columns else cur.rowcount)
         except psycopg.Error as exc:
             raise StoreError(f"SQL failed: {exc}") from exc
 

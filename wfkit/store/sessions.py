@@ -12,11 +12,12 @@ psycopg's ``%s``) and may not commit, roll back or open transactions itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from wfkit.errors import UsageError
+from wfkit.store.results import StatementResult
 
 __all__ = ["Session", "StatementResult", "check_params", "scan"]
 
@@ -24,43 +25,6 @@ __all__ = ["Session", "StatementResult", "check_params", "scan"]
 _CONTROL = frozenset(
     {"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"}
 )
-
-
-class StatementResult:
-    """What one ``tx.execute(...)`` gave back, the same on DuckDB and PostgreSQL.
-
-    Rows are fetched when the statement runs, so the result stays readable after the next
-    statement and after the transaction ends.
-
-    Attributes
-    ----------
-    columns : list of str
-        Column names of the rows (empty for a statement that returns none).
-    rowcount : int
-        Rows an INSERT, UPDATE or DELETE changed; rows a query returned; -1 for other
-        statements (CREATE TABLE...).
-    """
-
-    __slots__ = ("_rows", "columns", "rowcount")
-
-    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], rowcount: int) -> None:
-        self.columns = columns
-        self._rows = rows
-        self.rowcount = rowcount
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        """Every row, as tuples (``[]`` for a statement that returns none)."""
-        return list(self._rows)
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        """The first row, or None."""
-        return self._rows[0] if self._rows else None
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(list(self._rows))
-
-    def __repr__(self) -> str:
-        return f"StatementResult(columns={self.columns}, rowcount={self.rowcount})"
 
 
 class Session(Protocol):
