@@ -2,9 +2,10 @@
 ending, caller and retry record.
 
 Each record is a ``TypedDict``, so at run time it is the plain dict that is stored as JSON
-(``wf_instances.state``, ``wf_events.delta``) and nothing is converted on the way in or out;
-to mypy its keys are known, read-only and typed, and its state fields take only the values of
-their vocabulary (:mod:`wfkit.engine.vocabulary`). Read-only keys keep what
+(``wf_instances.state``, ``wf_events.delta``): nothing is converted on the way out, and on the
+way in only frame references (JSON lists) become :class:`FrameRef` tuples again. To mypy a
+record's keys are known, read-only and typed, and its state fields take only the values of their
+vocabulary (:mod:`wfkit.engine.vocabulary`). Read-only keys keep what
 :meth:`~wfkit.engine.state.RunState.freeze` relies on: an entry is never changed in place,
 every change puts a new one. The keys are the short ones stored on disk; each field's
 docstring says what it holds.
