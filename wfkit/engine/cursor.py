@@ -23,6 +23,7 @@ written by an older wfkit may have deltas of both formats after its snapshot).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from typing_extensions import ReadOnly
@@ -257,7 +258,9 @@ class RetryRecord(TypedDict):
     """The failing token, whose id the next attempt's token takes."""
 
 
-_new = tuple.__new__  # FrameRef(*f) also checks the field count: these lists are our own JSON
+# a FrameRef from its stored list, as cheaply as can be (FrameRef(*f) also checks the field
+# count, but these lists are our own JSON)
+_ref = partial(tuple.__new__, FrameRef)
 
 
 def revive(kind: str, value: Any) -> Any:
@@ -269,11 +272,11 @@ def revive(kind: str, value: Any) -> Any:
             value = {("state" if k == "st" else k): v for k, v in value.items()}
         frames = value.get("fr")
         if frames:
-            value["fr"] = [_new(FrameRef, f) for f in frames]
+            value["fr"] = list(map(_ref, frames))
     elif kind == "tokens" or kind == "frames":
         frames = value["fr"]
         if frames:
-            value["fr"] = [_new(FrameRef, f) for f in frames]
+            value["fr"] = list(map(_ref, frames))
     return value
 
 
@@ -286,4 +289,4 @@ def revive_all(kind: str, entries: dict[str, Any]) -> None:
         for entry in entries.values():  # (revive, inlined: a snapshot may hold many)
             frames = entry["fr"]
             if frames:
-                entry["fr"] = [_new(FrameRef, f) for f in frames]
+                entry["fr"] = list(map(_ref, frames))
