@@ -91,9 +91,8 @@ def test_a_failing_branch_fails_the_run_only_after_its_sibling_in_flight_ended(
             "ending: waiting for 1 attempt in flight to stop ('slow' attempt 1); "
             "then it fails: RuntimeError: warehouse offline"
         )
-        assert run.view().tokens[event(run, "run.draining").detail["tokens"][0]]["st"] == (
-            "cancelling"
-        )
+        stopping = run.view().tokens[event(run, "run.draining").detail["tokens"][0]]
+        assert (stopping.node_id, stopping.state) == ("slow", wf.TokenState.CANCELLING)
         jobs = f"SELECT node_id, status FROM wf_jobs WHERE run_id = '{run.id}'"
         wait_until(lambda: engine.sql(jobs).fetchall() == [("slow", "cancelling")], "wf_jobs")
         slow.open.set()

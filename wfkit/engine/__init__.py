@@ -13,10 +13,11 @@ from wfkit.engine.clock import Clock, ManualClock, SystemClock
 from wfkit.engine.engine import Engine
 from wfkit.engine.handles import Run
 from wfkit.engine.logs import LogLine
-from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, WaitInfo
+from wfkit.engine.records import Event, RunInfo, RunStatus, RunView, TokenView, WaitInfo
 from wfkit.engine.replay import StoredCheckpoint
 from wfkit.engine.retention import ArchiveReport, Retention
 from wfkit.engine.transactions import Transaction
+from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState, WaitKind
 
 __all__ = [
     "ArchiveReport",
@@ -28,8 +29,10 @@ __all__ = [
     "DefinitionInfo",
     "Engine",
     "Event",
+    "EventKind",
     "LogLine",
     "ManualClock",
+    "NodeStatus",
     "Retention",
     "Run",
     "RunInfo",
@@ -37,6 +40,9 @@ __all__ = [
     "RunView",
     "StoredCheckpoint",
     "SystemClock",
+    "TokenState",
+    "TokenView",
     "Transaction",
     "WaitInfo",
+    "WaitKind",
 ]

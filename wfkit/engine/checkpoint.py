@@ -16,14 +16,23 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
 from wfkit.definition.kinds import Node
+from wfkit.engine.cursor import Ending, FrameRef, ResumePoint, Token, TokenChanges
+from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.loops import loop_path
 from wfkit.engine.outlets import Unconnected, unconnected
-from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, TokenState
+from wfkit.engine.vocabulary import (
+    IN_FLIGHT,
+    EndKind,
+    EventKind,
+    RunStatus,
+    SagaEntryState,
+    TimerKind,
+    TokenState,
+)
 
 if TYPE_CHECKING:
     from wfkit.engine.artifact_records import ArtifactRecord
@@ -32,14 +41,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Checkpoint", "EventRow", "Rules"]
 
-Token = dict[str, Any]
-
 
 class Rules(Protocol):
     """What a checkpoint asks when a token's move has consequences beyond the token."""
 
     def moved(
-        self, cp: Checkpoint, from_node: str, to_node: str | None, frames: list[list[Any]]
+        self, cp: Checkpoint, from_node: str, to_node: str | None, frames: list[FrameRef]
     ) -> None:
         """A token moved between nodes, or its path ended (``to_node`` None): sagas it left
         are committed."""
@@ -57,17 +64,17 @@ class Rules(Protocol):
         """A branch failed for good (its saga, if any, already unwound): its join hears of it."""
         ...
 
-    def end(self, cp: Checkpoint, end: dict[str, Any], keep: str | None = None) -> bool:
+    def end(self, cp: Checkpoint, end: Ending, keep: str | None = None) -> bool:
         """Take every token but ``keep`` away to end the run (or unwind it); True when the end
         waits for attempts in flight (the drain then finishes it)."""
         ...
 
-    def close_sagas(self, cp: Checkpoint, status: str) -> None:
+    def close_sagas(self, cp: Checkpoint, status: SagaEntryState) -> None:
         """The run ends while compensations are under way: record how they were left."""
         ...
 
     def retry_run(
-        self, cp: Checkpoint, error: str, node_id: str | None, resume: dict[str, Any] | None
+        self, cp: Checkpoint, error: str, node_id: str | None, resume: ResumePoint | None
     ) -> dict[str, Any] | None:
         """The run is to fail for good (``resume``: where it could go on): None when a run
         retry takes the failure, else the detail of its ``run.failed`` event."""
@@ -78,7 +85,7 @@ class Rules(Protocol):
 class EventRow:
     """An event before it gets its sequence number."""
 
-    kind: str
+    kind: EventKind
     node_id: str | None = None
     token: str | None = None
     attempt: int | None = None
@@ -101,7 +108,7 @@ class Checkpoint:
     events: list[EventRow] = field(default_factory=list)
     dispatch: list[str] = field(default_factory=list)  # tokens whose step is ready
     cancel: list[str] = field(default_factory=list)  # tokens whose attempt must stop
-    timers_add: list[tuple[str, str, str, datetime]] = field(default_factory=list)
+    timers_add: list[tuple[str, str, TimerKind, datetime]] = field(default_factory=list)
     timers_del: list[tuple[str, str]] = field(default_factory=list)
     bookmarks_add: list[tuple[Any, ...]] = field(default_factory=list)
     bookmarks_del: list[str] = field(default_factory=list)
@@ -137,7 +144,7 @@ class Checkpoint:
     # --- events ---------------------------------------------------------------------------------
 
     def event(
-        self, kind: str, node_id: str | None = None, token: str | None = None, **kw: Any
+        self, kind: EventKind, node_id: str | None = None, token: str | None = None, **kw: Any
     ) -> None:
         """Append an event row."""
         self.events.append(EventRow(kind, node_id, token, actor=kw.pop("actor", self.actor), **kw))
@@ -145,17 +152,23 @@ class Checkpoint:
     # --- tokens ---------------------------------------------------------------------------------
 
     @property
-    def flow(self) -> Any:
+    def flow(self) -> CompiledFlow:
         """The run's compiled workflow."""
         return self.run.flow
 
-    def spawn(self, node_id: str, frames: list[list[Any]], origin: str | None = None) -> None:
+    def spawn(self, node_id: str, frames: list[FrameRef], origin: str | None = None) -> None:
         """A new token arrives at ``node_id`` inside ``frames`` (``li``: innermost loop index),
         coming from ``origin`` (a join: sagas the move leaves are committed) or from nowhere."""
         token_id = self.run.next_id()
         path = loop_path(self.flow, frames)
         li = path[-1] if path else None
-        token: Token = {"node": origin or node_id, "st": "new", "att": 1, "fr": frames, "li": li}
+        token: Token = {
+            "node": origin or node_id,
+            "st": TokenState.NEW,
+            "att": 1,
+            "fr": frames,
+            "li": li,
+        }
         self.arrive(token_id, token, node_id)
 
     def arrive(self, token_id: str, token: Token, node_id: str) -> None:
@@ -163,9 +176,14 @@ class Checkpoint:
         node: Node = self.flow.nodes[node_id]
         if self.flow.sagas and token["node"] != node_id:
             self.rules.moved(self, token["node"], node_id, token["fr"])
-        token = {**token, "node": node_id, "st": "new", "att": 1}
-        token.pop("started", None)  # a crash marker belongs to the step it was written for
-        scope = f"{node_id}|{token['fr'][-1][1]}:{token['fr'][-1][2]}" if token["fr"] else node_id
+        token = {**token, "node": node_id, "st": TokenState.NEW, "att": 1}
+        if "started" in token:  # a crash marker belongs to the step it was written for
+            token = _unmarked(token)
+        if token["fr"]:
+            inner = token["fr"][-1]
+            scope = f"{node_id}|{inner.frame}:{inner.index}"
+        else:
+            scope = node_id
         visits = self.run.visits.get(scope, 0) + 1
         if node.spec.counts_visits:
             self.run.put("visits", scope, visits)
@@ -189,18 +207,18 @@ class Checkpoint:
             return None
         return self.posted_source(self, name, key)
 
-    def set_token(self, token_id: str, **changes: Any) -> Token:
+    def set_token(self, token_id: str, **changes: Unpack[TokenChanges]) -> Token:
         """Change fields of a token (recorded); returns the new token."""
-        token = {**self.run.tokens[token_id], **changes}
+        token: Token = {**self.run.tokens[token_id], **changes}
         self.run.put("tokens", token_id, token)
         return token
 
     def ready(self, token_id: str, attempt: int | None = None) -> None:
         """Mark a token's step ready: it is dispatched once this checkpoint is durable."""
-        changes: dict[str, Any] = {"st": "ready"}
-        if attempt is not None:
-            changes["att"] = attempt
-        self.set_token(token_id, **changes)
+        if attempt is None:
+            self.set_token(token_id, st=TokenState.READY)
+        else:
+            self.set_token(token_id, st=TokenState.READY, att=attempt)
         self.dispatch.append(token_id)
 
     def leave(self, token_id: str, node_id: str, outlet: str, *, error: str | None = None) -> None:
@@ -232,24 +250,25 @@ class Checkpoint:
         the run goes on inside them in other tokens (a fork's branches, a join's continuation)
         or the path failed (a failed branch: an enclosing saga decides about its steps)."""
         token = self.run.tokens.get(token_id)
-        if token is not None and commit and self.flow.sagas and token["st"] != "unwinding":
+        if token is not None and commit and self.flow.sagas and token["st"] != TokenState.UNWINDING:
             if self.flow.nodes[token["node"]].saga and not token.get("comp"):
                 self.rules.moved(self, token["node"], None, token["fr"])
         self.run.drop("tokens", token_id)
         if token is not None and commit and token["fr"] and not token.get("comp"):
             # a path that ends inside a branch completes that branch: its join must hear of it
-            self.rules.branch_completed(self, token["fr"][-1][1])
+            self.rules.branch_completed(self, token["fr"][-1].frame)
 
     def remove(self, token_id: str) -> None:
         """Take a token away with whatever it holds: timer, bookmark or attempt in flight."""
         token = self.run.tokens.get(token_id)
         if token is None:
             return
-        if token.get("timer"):
-            self.drop_timer(token_id, token["timer"])
-        if token["st"] == "wait":
+        timer = token.get("timer")
+        if timer:
+            self.drop_timer(token_id, timer)
+        if token["st"] == TokenState.WAIT:
             self.drop_bookmark(token_id)
-        if token["st"] in ("ready", "running", TokenState.CANCELLING):
+        if token["st"] in IN_FLIGHT:
             self.cancel.append(token_id)
         if token.get("child"):  # a call's child run goes with the token that waits for it
             self.orphans.append(token["child"])
@@ -257,7 +276,7 @@ class Checkpoint:
 
     # --- timers ---------------------------------------------------------------------------------
 
-    def start_timer(self, token_id: str, kind: str, delay: timedelta) -> datetime:
+    def start_timer(self, token_id: str, kind: TimerKind, delay: timedelta) -> datetime:
         """Park the token on a durable timer row; returns the due time."""
         due = self.now + delay
         token = self.run.tokens[token_id]
@@ -267,12 +286,12 @@ class Checkpoint:
 
     def clear_timer(self, token_id: str) -> None:
         """Forget the token's timer (it fired, or the token moved on)."""
-        token = self.run.tokens[token_id]
-        if token.get("timer"):
-            self.drop_timer(token_id, token["timer"])
+        timer = self.run.tokens[token_id].get("timer")
+        if timer:
+            self.drop_timer(token_id, timer)
             self.set_token(token_id, timer=None, due=None)
 
-    def drop_timer(self, token_id: str, kind: str) -> None:
+    def drop_timer(self, token_id: str, kind: TimerKind) -> None:
         """Delete the token's timer row, and forget one this checkpoint was to add (the
         writer deletes before it inserts, so a timer added and removed in one checkpoint
         would otherwise be written)."""
@@ -294,46 +313,46 @@ class Checkpoint:
     def fail_step(self, token_id: str, error: str, *, attempt: int | None = None) -> None:
         """A step that runs no activity (an expression, a decision) failed: record and route it."""
         node_id = self.run.tokens[token_id]["node"]
-        self.event("step.failed", node_id, token_id, attempt=attempt, error=error)
+        self.event(EventKind.STEP_FAILED, node_id, token_id, attempt=attempt, error=error)
         self.fail(token_id, error)
 
     def fail_run(
-        self, error: str, *, node_id: str | None = None, resume: dict[str, Any] | None = None
+        self, error: str, *, node_id: str | None = None, resume: ResumePoint | None = None
     ) -> None:
         """End the run as failed: every token is removed, every attempt cancelled; the run fails
         once the attempts in flight have ended (see :mod:`wfkit.engine.drains`). ``resume``:
         where a run retry would go on (:mod:`wfkit.engine.run_retries`); None where none can."""
-        end = {"end": "failed", "error": error, "node": node_id, "resume": resume}
+        end: Ending = {"end": EndKind.FAILED, "error": error, "node": node_id, "resume": resume}
         if not self.rules.end(self, end):
             self.end_failed(error, node_id=node_id, resume=resume)
 
     def cancel_run(self, reason: str) -> None:
         """End the run as cancelled by an operator, once its attempts in flight have ended."""
-        end = {"end": "cancelled", "reason": reason, "actor": self.actor}
+        end: Ending = {"end": EndKind.CANCELLED, "reason": reason, "actor": self.actor}
         if not self.rules.end(self, end):
             self.end_cancelled(reason)
 
     def end_failed(
-        self, error: str, *, node_id: str | None = None, resume: dict[str, Any] | None = None
+        self, error: str, *, node_id: str | None = None, resume: ResumePoint | None = None
     ) -> None:
         """Record the run failed (no token or attempt is left), unless a run retry parks it
         for its next attempt."""
-        self._close_sagas("failed")
+        self._close_sagas(SagaEntryState.FAILED)
         detail = self.rules.retry_run(self, error, node_id, resume)
         if detail is None:
             return
         self.run.set_status(RunStatus.FAILED.value, error)
-        self.event("run.failed", node_id, error=error, detail=detail or None)
+        self.event(EventKind.RUN_FAILED, node_id, error=error, detail=detail or None)
 
     def end_cancelled(self, reason: str, actor: str | None = None) -> None:
         """Record the run cancelled (no token or attempt is left) by ``actor`` (this
         checkpoint's actor by default)."""
-        self._close_sagas("cancelled")
+        self._close_sagas(SagaEntryState.CANCELLED)
         self.run.set_status(RunStatus.CANCELLED.value, reason)
         detail = {"reason": reason} if reason else None
-        self.event("run.cancelled", detail=detail, actor=actor or self.actor)
+        self.event(EventKind.RUN_CANCELLED, detail=detail, actor=actor or self.actor)
 
-    def _close_sagas(self, status: str) -> None:
+    def _close_sagas(self, status: SagaEntryState) -> None:
         if self.run.saga:
             self.rules.close_sagas(self, status)
 
@@ -351,8 +370,8 @@ class Checkpoint:
         ):
             if not run.tokens:
                 run.set_status(RunStatus.COMPLETED.value)
-                self.event("run.completed")
-            elif any(t["st"] in ("ready", "running", *IN_FLIGHT) for t in run.tokens.values()):
+                self.event(EventKind.RUN_COMPLETED)
+            elif any(t["st"] in IN_FLIGHT for t in run.tokens.values()):
                 if run.status != RunStatus.RUNNING.value:
                     run.set_status(RunStatus.RUNNING.value)
             elif run.status != RunStatus.WAITING.value:
@@ -373,6 +392,11 @@ class Checkpoint:
     def status_changed(self) -> bool:
         """True when the run's status differs from the one it had before this checkpoint."""
         return self.run.status != self.start_status
+
+
+def _unmarked(token: Token) -> Token:
+    """The token without its crash marker (``started``)."""
+    return cast(Token, {k: v for k, v in token.items() if k != "started"})
 
 
 def dumps(value: Any) -> str | None:

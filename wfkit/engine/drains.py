@@ -22,26 +22,25 @@ pushed on its saga stack. Like any other end, the run's completion waits for the
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Ending, Token
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.handles import humanize
 from wfkit.engine.loops import loop_path
 from wfkit.engine.merge import merge_result
 from wfkit.engine.outputs import record_output
-from wfkit.engine.records import RunStatus
-from wfkit.engine.vocabulary import EventKind, TokenState
+from wfkit.engine.vocabulary import EndKind, EventKind, RunStatus, TimerKind, TokenState
 
 __all__ = ["abandon", "begin", "on_deadline", "on_result", "take_away"]
 
 KEY = "run"  # the one entry of ``run.ending``
-DRAIN = "drain"  # the timer kind of a cancelling token's deadline
-FAILED, CANCELLED, UNWIND = "failed", "cancelled", "unwind"  # the ends a run can wait for
+DRAIN = TimerKind.DRAIN  # the timer kind of a cancelling token's deadline
 
 
-def begin(cp: Checkpoint, end: dict[str, Any], keep: str | None = None) -> bool:
+def begin(cp: Checkpoint, end: Ending, keep: str | None = None) -> bool:
     """Take away every token but ``keep``; those with an attempt in flight become cancelling.
 
     Returns True when the end must wait for them: it is then kept in the run's state and
@@ -64,7 +63,7 @@ def begin(cp: Checkpoint, end: dict[str, Any], keep: str | None = None) -> bool:
             cp.remove(token_id)
     if not draining:
         return False
-    if pending is not None and end["end"] != CANCELLED:
+    if pending is not None and end["end"] != EndKind.CANCELLED:
         return True
     run.put("ending", KEY, end)
     if run.status not in (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value):
@@ -91,13 +90,13 @@ def take_away(cp: Checkpoint, token_id: str) -> None:
         cp.remove(token_id)
 
 
-def _cancelling(cp: Checkpoint, token_id: str, why: str = "end") -> None:
-    cp.set_token(token_id, st=TokenState.CANCELLING.value, why=why)
+def _cancelling(cp: Checkpoint, token_id: str, why: Literal["end", "join"] = "end") -> None:
+    cp.set_token(token_id, st=TokenState.CANCELLING, why=why)
     cp.cancel.append(token_id)
     cp.start_timer(token_id, DRAIN, _deadline(cp, cp.run.tokens[token_id]))
 
 
-def _deadline(cp: Checkpoint, token: dict[str, Any]) -> timedelta:
+def _deadline(cp: Checkpoint, token: Token) -> timedelta:
     """How long a cancelling attempt may take to stop: its attempt_timeout, else the engine's."""
     node = cp.flow.nodes[token["node"]]
     policy = node.policy
@@ -179,9 +178,9 @@ def _settle(cp: Checkpoint, token_id: str) -> None:
         return
     end = run.ending[KEY]
     run.drop("ending", KEY)
-    if end["end"] == CANCELLED:
+    if end["end"] == EndKind.CANCELLED:
         cp.end_cancelled(end.get("reason") or "", end.get("actor"))
-    elif end["end"] == UNWIND and end["token"] in run.tokens:
+    elif end["end"] == EndKind.UNWIND and end["token"] in run.tokens:
         sagas.start_unwind(cp, end["token"], end["error"])
     else:
         cp.end_failed(end["error"], node_id=end.get("node"), resume=end.get("resume"))

@@ -41,6 +41,7 @@ from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
 from wfkit.engine.tracing import open_tracing
 from wfkit.engine.transactions import Transaction, start_on_connection
+from wfkit.engine.vocabulary import EventKind
 from wfkit.engine.writer import Writer
 from wfkit.errors import AdmissionError, DefinitionError, StoreError, UsageError
 from wfkit.store import open_store
@@ -603,7 +604,8 @@ class Engine(Operations, Growth, Admission, Retaining):
                 run = RunState(uuid.uuid4().hex[:16], flow, doc)
                 writer.add_instance(run, text, actor, caller=caller)
                 cp = writer.checkpoint(run, actor)
-                cp.event("run.started", detail={"workflow": flow.id, "version": flow.version})
+                detail = {"workflow": flow.id, "version": flow.version}
+                cp.event(EventKind.RUN_STARTED, detail=detail)
                 cp.spawn(flow.start, [])
                 ids.append(run.run_id)
             return ids
@@ -784,7 +786,7 @@ class Engine(Operations, Growth, Admission, Retaining):
                 r[0],
                 r[1],
                 r[2],
-                r[3],
+                EventKind(r[3]),
                 r[4],
                 r[5],
                 r[6],

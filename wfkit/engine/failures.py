@@ -17,8 +17,8 @@ from typing import Any
 from wfkit.definition.policy import OnFailure
 from wfkit.engine import drains, frames, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint
-from wfkit.engine.records import RunStatus
-from wfkit.engine.vocabulary import EventKind, TokenState
+from wfkit.engine.cursor import Ending, FrameRef, ResumePoint
+from wfkit.engine.vocabulary import EventKind, RunStatus, SagaEntryState, TokenState
 
 __all__ = ["RULES", "Semantics", "route"]
 
@@ -35,7 +35,7 @@ def route(cp: Checkpoint, token_id: str, error: str, bypass_failed_outlet: bool 
         return
     policy = node.policy.on_failure
     if policy == OnFailure.SUSPEND:
-        cp.set_token(token_id, st=TokenState.SUSPENDED.value, error=error)
+        cp.set_token(token_id, st=TokenState.SUSPENDED, error=error)
         cp.run.set_status(RunStatus.SUSPENDED.value, error)
         cp.event(EventKind.RUN_SUSPENDED, node_id, token_id, error=error)
         return
@@ -54,7 +54,7 @@ class Semantics:
     """The :class:`~wfkit.engine.checkpoint.Rules` of this engine."""
 
     def moved(
-        self, cp: Checkpoint, from_node: str, to_node: str | None, frames_: list[list[Any]]
+        self, cp: Checkpoint, from_node: str, to_node: str | None, frames_: list[FrameRef]
     ) -> None:
         if cp.flow.sagas:
             sagas.on_move(cp, from_node, to_node, frames_)
@@ -68,14 +68,14 @@ class Semantics:
     def fail(self, cp: Checkpoint, token_id: str, error: str, bypass_failed_outlet: bool) -> None:
         route(cp, token_id, error, bypass_failed_outlet)
 
-    def end(self, cp: Checkpoint, end: dict[str, Any], keep: str | None = None) -> bool:
+    def end(self, cp: Checkpoint, end: Ending, keep: str | None = None) -> bool:
         return drains.begin(cp, end, keep)
 
-    def close_sagas(self, cp: Checkpoint, status: str) -> None:
+    def close_sagas(self, cp: Checkpoint, status: SagaEntryState) -> None:
         sagas.close_open(cp, status)
 
     def retry_run(
-        self, cp: Checkpoint, error: str, node_id: str | None, resume: dict[str, Any] | None
+        self, cp: Checkpoint, error: str, node_id: str | None, resume: ResumePoint | None
     ) -> dict[str, Any] | None:
         return run_retries.on_failed(cp, error, node_id, resume)
 

@@ -110,7 +110,7 @@ class Growth:
         >>> list(grown.graph.successors("go"))
         ['docs.b']
         >>> _ = engine.signal("go"); engine.run_until_idle()
-        >>> run.status.value, run.history()[-2].kind
+        >>> run.status.value, run.history()[-2].kind.value
         ('completed', 'step.completed')
         >>> engine.close()
         """
@@ -176,7 +176,8 @@ def refuse_ended(run: RunState) -> None:
             "appended. Start a new run, or register a new version with the steps"
         )
     if run.ending:
-        end = run.ending.get("run", {}).get("end", "ending")
+        ending = run.ending.get("run")
+        end = ending["end"] if ending is not None else "ending"
         raise UsageError(
             f"run {run.run_id} is ending ({end}): it waits for its attempts in flight to stop "
             "and then ends, so it cannot grow; nothing was appended"

@@ -11,13 +11,20 @@ from wfkit.definition import pictures, rendering
 from wfkit.definition.kinds import Node
 from wfkit.engine import replay
 from wfkit.engine.attempts import AttemptInfo, attempts_of
+from wfkit.engine.cursor import Ending, Token
 from wfkit.engine.logs import LogLine
 from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
-from wfkit.engine.records import Event, RunStatus, RunView
-from wfkit.engine.replay import StoredCheckpoint, event_statuses, statuses_at, token_status
-from wfkit.engine.run_retries import budget, record, run_attempt, waiting_error
+from wfkit.engine.records import Event, RunView, TokenView
+from wfkit.engine.replay import (
+    StoredCheckpoint,
+    event_statuses,
+    statuses_at,
+    token_status,
+    token_views,
+)
+from wfkit.engine.run_retries import budget, resumable, run_attempt, waiting_error
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import NodeStatus, TokenState
+from wfkit.engine.vocabulary import EndKind, NodeStatus, RunStatus, TokenState, WaitKind
 from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
 
 if TYPE_CHECKING:
@@ -141,9 +148,9 @@ class Run:
             state.data,
             dict(state.outputs),
             state.seq,
-            {t: dict(tok) for t, tok in state.tokens.items()},
+            token_views(state.flow, state.tokens, state.saga),
             run_attempt(state),
-            state.status == RunStatus.FAILED.value and record(state).get("resume") is not None,
+            state.status == RunStatus.FAILED.value and resumable(state),
         )
 
     def node(self, node_id: str) -> Node:
@@ -237,9 +244,9 @@ class Run:
         """
         return replay.data_at(self._engine, self.id, seq)
 
-    def tokens_at(self, seq: int) -> dict[str, dict[str, Any]]:
+    def tokens_at(self, seq: int) -> dict[str, TokenView]:
         """Where each token stood after the checkpoint that recorded event ``seq``: token id ->
-        ``node``, ``st`` (ready, retry, wait, timer, suspended...), ``att`` (attempt).
+        :class:`~wfkit.TokenView` (node, state, attempt, loop path...).
 
         Raises
         ------
@@ -248,7 +255,7 @@ class Run:
         """
         return replay.tokens_at(self._engine, self.id, seq)
 
-    def node_statuses_at(self, seq: int) -> dict[str, str]:
+    def node_statuses_at(self, seq: int) -> dict[str, NodeStatus]:
         """The status of the run's nodes as it was after the checkpoint that recorded event
         ``seq``, from the events up to it and the tokens then (never ``blocked`` or
         ``skipped``: those depend on the processes running now and on the run's end).
@@ -288,7 +295,7 @@ class Run:
         """One sentence on where the run stands."""
         return self._engine._explain(self.id)
 
-    def node_statuses(self) -> dict[str, str]:
+    def node_statuses(self) -> dict[str, NodeStatus]:
         """Status of the run's nodes: succeeded, failed, running, waiting, retrying, blocked
         (its activity is not registered in this process, or its queue is not served by this
         engine's workers), cancelling, compensating, compensated or skipped (an operator skipped
@@ -302,14 +309,15 @@ class Run:
         state = self._engine._state(self.id)
         if RunStatus(state.status).terminal:
             for node in _unreached(state, named):
-                statuses.setdefault(node, NodeStatus.SKIPPED.value)
+                statuses.setdefault(node, NodeStatus.SKIPPED)
         for token in state.tokens.values():
             if unregistered_activity(self._engine, state, token) is not None or (
                 engine_unserved(self._engine, state, token) is not None
             ):
-                statuses[token["node"]] = NodeStatus.BLOCKED.value
+                statuses[token["node"]] = NodeStatus.BLOCKED
                 continue
-            statuses[token["node"]] = token_status(token, statuses.get(token["node"]))
+            node = token["node"]
+            statuses[node] = token_status(token["st"], "comp" in token, statuses.get(node))
         return statuses
 
 
@@ -364,10 +372,10 @@ def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: dateti
     _, token, node_id, kind, name, key, since, deadline, detail = row
     due = deadline or timers.get(token)
     when = f" since {since:%H:%M}"
-    if kind == "signal":
+    if kind == WaitKind.SIGNAL:
         text = f"waiting for signal {name!r}" + (f" (key {key})" if key else "") + when
         return text + (f"; times out {in_words(due - now)}" if due else "")
-    if kind == "call":
+    if kind == WaitKind.CALL:
         return f"waiting at {node_id!r} for child run {key} of {name!r}{when}"
     assignees = json.loads(detail or "{}").get("assignees") or []
     who = f" by {', '.join(assignees)}" if assignees else ""
@@ -388,7 +396,7 @@ def explain(engine: Engine, run_id: str) -> str:
     if status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return f"{status.value}: {_last_line(state.error or '')}".rstrip(": ")
     if status == RunStatus.SUSPENDED:
-        stuck = [t for t in state.tokens.values() if t["st"] == "suspended"]
+        stuck = [t for t in state.tokens.values() if t["st"] == TokenState.SUSPENDED]
         nodes = [t["node"] for t in stuck]
         at = f" at {nodes[0]!r}" if nodes else ""
         if any("comp" in t for t in stuck):
@@ -405,7 +413,7 @@ def explain(engine: Engine, run_id: str) -> str:
     parts += [describe_wait(row, timers, now) for row in marks]
     wanted = handed_over_for(engine, run_id)
     for _token_id, token in sorted(state.tokens.items()):
-        node = token["node"]
+        node, due_at = token["node"], token.get("due")
         missing = unregistered_activity(engine, state, token)
         queue = engine_unserved(engine, state, token) if missing is None else None
         if queue is not None:
@@ -418,32 +426,33 @@ def explain(engine: Engine, run_id: str) -> str:
                 f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
                 "and run the engine again (run_until_idle or start_workers)"
             )
-        elif token["st"] == "ready" and not engine.driving:
+        elif token["st"] == TokenState.READY and not engine.driving:
             parts.append(
                 f"{node!r} is ready (attempt {token['att']}) but no worker is running in this "
                 "process: call engine.start_workers() or engine.run_until_idle()"
             )
-        elif token["st"] == "ready":
+        elif token["st"] == TokenState.READY:
             parts.append(f"running {node!r} (attempt {token['att']})")
-        elif token["st"] == "cancelling":  # its join no longer needs it
+        elif token["st"] == TokenState.CANCELLING:  # its join no longer needs it
             parts.append(f"waiting for {node!r} (attempt {token['att']}) to stop")
-        elif token["st"] == "retry" and token.get("due"):
-            due = datetime.fromisoformat(token["due"])
+        elif token["st"] == TokenState.RETRY and due_at:
+            due = datetime.fromisoformat(due_at)
             what = f"{node!r}"
             if "comp" in token:
-                undo = state.saga.get(token["entry"], {}).get("comp", "?")
+                entry = state.saga.get(token["entry"])
+                undo = entry["comp"] if entry is not None else "?"
                 what = f"compensation {undo!r} of {node!r}"
             parts.append(f"retrying {what} (attempt {token['att']}) {in_words(due - now)}")
-        elif token["st"] == TokenState.RUN_RETRY and token.get("due"):
-            due = datetime.fromisoformat(token["due"])
+        elif token["st"] == TokenState.RUN_RETRY and due_at:
+            due = datetime.fromisoformat(due_at)
             attempt, most, error = waiting_error(state)
             of = f" of {most}" if most is not None else ""
             parts.append(
                 f"failed (run attempt {attempt}{of}): {error}; tried again at {due:%H:%M} "
                 f"({in_words(due - now)}) from {node!r}"
             )
-        elif token["st"] == "timer" and token.get("due"):
-            due = datetime.fromisoformat(token["due"])
+        elif token["st"] == TokenState.TIMER and due_at:
+            due = datetime.fromisoformat(due_at)
             parts.append(
                 f"waiting on a delay at {node!r} until {due:%Y-%m-%d %H:%M} ({in_words(due - now)})"
             )
@@ -454,16 +463,16 @@ def explain(engine: Engine, run_id: str) -> str:
     return "; ".join(parts)
 
 
-def _ending(end: dict[str, Any], tokens: dict[str, dict[str, Any]]) -> str:
+def _ending(end: Ending, tokens: dict[str, Token]) -> str:
     """Words for a run whose end waits for its attempts in flight to stop."""
-    stopping = [t for t in tokens.values() if t["st"] == "cancelling"]
+    stopping = [t for t in tokens.values() if t["st"] == TokenState.CANCELLING]
     what = ", ".join(f"{t['node']!r} attempt {t['att']}" for t in stopping[:3])
     if len(stopping) > 3:
         what += f" and {len(stopping) - 3} more"
     then = {
-        "failed": f"then it fails: {_last_line(end.get('error') or '')}",
-        "cancelled": "then it is cancelled",
-        "unwind": f"then its saga unwinds: {_last_line(end.get('error') or '')}",
+        EndKind.FAILED: f"then it fails: {_last_line(end.get('error') or '')}",
+        EndKind.CANCELLED: "then it is cancelled",
+        EndKind.UNWIND: f"then its saga unwinds: {_last_line(end.get('error') or '')}",
     }[end["end"]]
     count = len(stopping)
     return (
@@ -472,7 +481,7 @@ def _ending(end: dict[str, Any], tokens: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def unregistered_activity(engine: Engine, state: RunState, token: dict[str, Any]) -> str | None:
+def unregistered_activity(engine: Engine, state: RunState, token: Token) -> str | None:
     """The activity a ready step waits for when it is not registered in this process (the
     engine's registry), else None. On a shared store another process may have it."""
     if token["st"] != TokenState.READY:
@@ -484,7 +493,7 @@ def unregistered_activity(engine: Engine, state: RunState, token: dict[str, Any]
     return str(name)
 
 
-def engine_unserved(engine: Engine, state: RunState, token: dict[str, Any]) -> str | None:
+def engine_unserved(engine: Engine, state: RunState, token: Token) -> str | None:
     """The queue a ready step waits for when this engine's workers do not serve it."""
     return unserved_queue(engine.registry, engine._scheduler.queues, state, token)
 
@@ -498,7 +507,7 @@ def handed_over_for(engine: Engine, run_id: str) -> str | None:
     return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
-def _on_queue(engine: Engine, state: RunState, token: dict[str, Any], queue: str) -> bool:
+def _on_queue(engine: Engine, state: RunState, token: Token, queue: str) -> bool:
     if token["st"] != TokenState.READY:
         return False
     name = step_activity(state, token)

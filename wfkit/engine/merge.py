@@ -16,6 +16,7 @@ import jsonpointer
 
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.executor import AttemptResult
+from wfkit.engine.vocabulary import EventKind
 
 __all__ = ["merge_result"]
 
@@ -53,7 +54,7 @@ def merge_result(cp: Checkpoint, token_id: str, result: AttemptResult) -> None:
     if conflicts:
         node_id = run.tokens[token_id]["node"]
         cp.event(
-            "merge.conflict",
+            EventKind.MERGE_CONFLICT,
             node_id,
             token_id,
             detail={"paths": conflicts, "attempt": result.attempt},

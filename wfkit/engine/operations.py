@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from wfkit.definition.durations import parse_duration
+from wfkit.definition.kinds import NodeKind
 from wfkit.definition.values import json_problem, text_problem
 from wfkit.engine import run_retries, sagas
 from wfkit.engine.admission import refusal
@@ -29,6 +30,7 @@ from wfkit.engine.loops import loop_path as frames_path
 from wfkit.engine.nodes.wait import bound_patch, fit_payload
 from wfkit.engine.records import RunStatus, WaitInfo
 from wfkit.engine.state import RunState
+from wfkit.engine.vocabulary import EventKind, Recovery, TokenState, WaitKind
 from wfkit.errors import SignalError, UsageError
 from wfkit.store.base import Statement
 
@@ -43,6 +45,7 @@ __all__ = ["Operations"]
 
 T = TypeVar("T")
 
+_RECOVERIES = tuple(Recovery)  # what recover_compensation accepts (a tuple: `in` never hashes)
 _BUSY_WAIT = 5.0  # seconds a command waits for another engine to let go of a run
 
 
@@ -154,7 +157,7 @@ class Operations:
         try:
             with self._holding(run_id, row) as run:
                 token = run.tokens.get(token_id)
-                if token is None or token["node"] != node_id or token["st"] != "wait":
+                if token is None or token["node"] != node_id or token["st"] != TokenState.WAIT:
                     return False  # another sender's signal took this wait first
                 node = run.flow.nodes[node_id]
                 payload = self._check_payload(node, name, key_text, payload)
@@ -162,7 +165,7 @@ class Operations:
                 ops = bound_patch(node, run.data, payload, writer.binder)
                 cp = writer.checkpoint(run, actor)
                 cp.drop_bookmark(token_id)
-                handler: Any = writer.handlers["wait"]
+                handler: Any = writer.handlers[NodeKind.WAIT]
                 handler.on_signal(cp, token_id, node_id, node, payload, ops=ops)
         except RunBusy:
             # another engine holds the run: if it took this wait meanwhile, we lost the race
@@ -278,9 +281,9 @@ class Operations:
 
         def decide(writer: Writer) -> None:
             if wanted is None:
-                rows = writer.find_bookmark("approval", node, run_id)
+                rows = writer.find_bookmark(WaitKind.APPROVAL, node, run_id)
             else:
-                rows = self._store.query("find_bookmarks", ["approval", node, run_id])
+                rows = self._store.query("find_bookmarks", [WaitKind.APPROVAL, node, run_id])
             if not rows:
                 open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
                 raise SignalError(
@@ -292,14 +295,14 @@ class Operations:
                 if wanted is not None:  # the item's approval, by where its token stands
                     token_id = _approval_of_item(run, run_id, node, wanted, rows)
                 token = run.tokens.get(token_id)
-                if token is None or token["node"] != node or token["st"] != "wait":
+                if token is None or token["node"] != node or token["st"] != TokenState.WAIT:
                     raise SignalError(
                         f"approval {node!r} of run {run_id} was decided meanwhile; "
                         "check engine.waiting() and the run's history"
                     )
                 cp = writer.checkpoint(run, actor)
                 cp.drop_bookmark(token_id)
-                approval: Any = writer.handlers["approval"]
+                approval: Any = writer.handlers[NodeKind.APPROVAL]
                 approval.decide(cp, token_id, node, approved, comment)
 
         self._command(decide)
@@ -356,7 +359,7 @@ class Operations:
 
         def resume(writer: Writer) -> None:
             with self._holding(run_id) as run:
-                stuck = [t for t, tok in run.tokens.items() if tok["st"] == "suspended"]
+                stuck = [t for t, tok in run.tokens.items() if tok["st"] == TokenState.SUSPENDED]
                 if run.status != RunStatus.SUSPENDED.value or not stuck:
                     raise UsageError(
                         f"run {run_id} is {run.status}, not suspended; nothing to resume"
@@ -368,7 +371,8 @@ class Operations:
                     )
                 cp = writer.checkpoint(run, actor)
                 run.set_status(RunStatus.RUNNING.value)
-                cp.event("run.resumed", detail={"steps": [run.tokens[t]["node"] for t in stuck]})
+                steps = [run.tokens[t]["node"] for t in stuck]
+                cp.event(EventKind.RUN_RESUMED, detail={"steps": steps})
                 for token_id in stuck:
                     cp.ready(token_id, attempt=1)
 
@@ -380,17 +384,20 @@ class Operations:
         """Decide a failed compensation: ``retry`` it, ``skip`` it (recorded as a decision), or
         ``abandon`` the unwind (the run fails as it stands)."""
         refuse_unstorable(UsageError, f"recovering run {run_id}", actor=actor)
-        if action not in ("retry", "skip", "abandon"):
+        if action not in _RECOVERIES:
             raise UsageError(f"action must be 'retry', 'skip' or 'abandon', not {action!r}")
+        decision = Recovery(action)
 
         def recover(writer: Writer) -> None:
             with self._holding(run_id) as run:
-                if not any(t.get("comp") and t["st"] == "suspended" for t in run.tokens.values()):
+                if not any(
+                    t.get("comp") and t["st"] == TokenState.SUSPENDED for t in run.tokens.values()
+                ):
                     raise UsageError(
                         f"run {run_id} ({run.status}) has no failed compensation to recover; "
                         "use engine.resume for a suspended step"
                     )
-                sagas.recover(writer.checkpoint(run, actor), action)
+                sagas.recover(writer.checkpoint(run, actor), decision)
 
         self._command(recover)
 
@@ -434,7 +441,7 @@ class Operations:
         def retry(writer: Writer) -> None:
             with self._holding(run_id) as run:
                 if run.status != RunStatus.FAILED.value:
-                    waiting = any(t["st"] == "run_retry" for t in run.tokens.values())
+                    waiting = any(t["st"] == TokenState.RUN_RETRY for t in run.tokens.values())
                     why = (
                         "it failed and waits for its next run attempt (its RunRetry timer); "
                         "let the timer fire, or cancel it"
@@ -442,7 +449,7 @@ class Operations:
                         else "only a failed run can be retried (a suspended one: engine.resume)"
                     )
                     raise UsageError(f"run {run_id} is {run.status}, not failed; {why}")
-                if run_retries.record(run).get("resume") is None:
+                if not run_retries.resumable(run):
                     raise UsageError(
                         f"run {run_id} failed where it cannot go on ({run.error or 'failed'}: a "
                         "strict merge conflict, an abandoned compensation, a terminate inside a "
@@ -476,11 +483,12 @@ class Operations:
                 writer.add_instance(new, input_json, actor, parent=run_id)
                 cp = writer.checkpoint(new, actor)
                 cp.event(
-                    "run.started",
+                    EventKind.RUN_STARTED,
                     detail={"restart_of": run_id, "workflow": flow.id, "version": flow.version},
                 )
                 cp.spawn(flow.start, [])
-                writer.checkpoint(old, actor).event("run.restarted", detail={"new_run": new.run_id})
+                restarted = {"new_run": new.run_id}
+                writer.checkpoint(old, actor).event(EventKind.RUN_RESTARTED, detail=restarted)
                 return new.run_id
 
         new_id = self._command(restart)
@@ -494,7 +502,7 @@ class Operations:
         for r in self._store.query("bookmarks"):
             detail = json.loads(r[8] or "{}")
             path = tuple(int(i) for i in detail.get("loop_path", ()))  # park() writes it
-            waits.append(WaitInfo(r[0], r[2], r[3], r[4], r[5], r[6], r[7], detail, path))
+            waits.append(WaitInfo(r[0], r[2], WaitKind(r[3]), r[4], r[5], r[6], r[7], detail, path))
         return waits
 
 

@@ -12,9 +12,9 @@ store the run is handed over to an engine that serves it (see :mod:`wfkit.engine
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from wfkit.definition.activities import ActivityRegistry, check_queue
+from wfkit.engine.cursor import Token
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import TokenState
 from wfkit.errors import UsageError
@@ -55,7 +55,7 @@ def served_queues(queues: Iterable[str] | None) -> Served:
     return frozenset(check_queue(name, "a worker pool") for name in names)
 
 
-def step_activity(run: RunState, token: dict[str, Any]) -> str:
+def step_activity(run: RunState, token: Token) -> str:
     """The activity a token's step runs: the undo activity for a compensation ('' for none)."""
     node = run.flow.nodes[token["node"]]
     name = node.compensation if "comp" in token else node.activity
@@ -63,7 +63,7 @@ def step_activity(run: RunState, token: dict[str, Any]) -> str:
 
 
 def unserved_queue(
-    registry: ActivityRegistry, served: Served, run: RunState, token: dict[str, Any]
+    registry: ActivityRegistry, served: Served, run: RunState, token: Token
 ) -> str | None:
     """The queue a ready step waits for when the pool does not serve it (its activity is
     registered here), else None."""
@@ -76,7 +76,7 @@ def unserved_queue(
     return None if queue in served else queue
 
 
-def handed_over_words(run: RunState, token: dict[str, Any], queue: str) -> str:
+def handed_over_words(run: RunState, token: Token, queue: str) -> str:
     """What ``run.explain()`` says of a ready step of a run handed over for its queue."""
     return (
         f"{_what(run, token)} is ready: waits for queue {queue!r}; the run was handed over to "
@@ -85,13 +85,13 @@ def handed_over_words(run: RunState, token: dict[str, Any], queue: str) -> str:
     )
 
 
-def _what(run: RunState, token: dict[str, Any]) -> str:
+def _what(run: RunState, token: Token) -> str:
     if "comp" in token:
         return f"compensation {step_activity(run, token)!r} of {token['node']!r}"
     return f"step {token['node']!r}"
 
 
-def unserved_words(run: RunState, token: dict[str, Any], queue: str) -> str:
+def unserved_words(run: RunState, token: Token, queue: str) -> str:
     """What ``run.explain()`` says of a ready step whose queue this engine does not serve."""
     return (
         f"{_what(run, token)} is ready: waits for queue {queue!r}, which no worker of this "

@@ -9,12 +9,12 @@ answers let ``run.explain()`` and the widgets say so instead of "running" foreve
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from wfkit.engine.cursor import Token
 from wfkit.engine.handles import engine_unserved, unregistered_activity
-from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import TokenState
+from wfkit.engine.vocabulary import RunStatus, TokenState
 from wfkit.errors import UsageError
 
 if TYPE_CHECKING:
@@ -57,15 +57,16 @@ def _ready(engine: Engine, state: RunState, now: datetime) -> bool:
     return any(_token_ready(engine, state, token, now) for token in state.tokens.values())
 
 
-def _token_ready(engine: Engine, state: RunState, token: dict[str, Any], now: datetime) -> bool:
+def _token_ready(engine: Engine, state: RunState, token: Token, now: datetime) -> bool:
     if token["st"] == TokenState.READY:
         # a step whose activity is missing here, or whose queue the workers do not serve, is
         # blocked: no worker of this process would run it (explain() says why)
         return unregistered_activity(engine, state, token) is None and (
             engine_unserved(engine, state, token) is None
         )
-    if token["st"] in _TIMED and token.get("due"):
-        return datetime.fromisoformat(token["due"]) <= now
+    due = token.get("due")
+    if token["st"] in _TIMED and due:
+        return datetime.fromisoformat(due) <= now
     return False
 
 

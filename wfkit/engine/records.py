@@ -1,31 +1,14 @@
-"""Value objects the engine hands out: statuses, runs, events, waits."""
+"""Value objects the engine hands out: statuses, runs, events, waits, tokens."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
-__all__ = ["Event", "RunInfo", "RunStatus", "RunView", "WaitInfo"]
+from wfkit.engine.vocabulary import EventKind, RunStatus, TokenState, WaitKind
 
-
-class RunStatus(StrEnum):
-    """Where a run stands."""
-
-    PENDING = "pending"  # admitted, nothing advanced yet
-    RUNNING = "running"  # has steps ready or in flight
-    WAITING = "waiting"  # parked on signals, approvals or timers only
-    SUSPENDED = "suspended"  # parked for an operator
-    COMPENSATING = "compensating"  # unwinding a saga
-    COMPLETED = "completed"  # finished; every path ended
-    FAILED = "failed"  # ended by a failure
-    CANCELLED = "cancelled"  # ended by an operator
-
-    @property
-    def terminal(self) -> bool:
-        """True for completed, failed and cancelled."""
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+__all__ = ["Event", "RunInfo", "RunStatus", "RunView", "TokenView", "WaitInfo"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +18,7 @@ class Event:
     run_id: str
     seq: int
     at: datetime
-    kind: str
+    kind: EventKind
     node_id: str | None = None
     token: str | None = None
     attempt: int | None = None
@@ -76,7 +59,7 @@ class WaitInfo:
 
     run_id: str
     node_id: str
-    kind: str
+    kind: WaitKind
     name: str
     key: str | None
     since: datetime
@@ -86,11 +69,35 @@ class WaitInfo:
 
 
 @dataclass(frozen=True)
+class TokenView:
+    """Where one token of a run stands (``run.view().tokens``, ``run.tokens_at(seq)``).
+
+    A token is one path through the run's graph: it stands at a node in a state, and carries the
+    attempt of that node's step. A compensation's token stands at the step it undoes.
+    """
+
+    token_id: str
+    node_id: str
+    state: TokenState
+    attempt: int  # of the node's step (or compensation); 1 for nodes that run no activity
+    loop_path: tuple[int, ...] = ()  # inside a for_each: the item's indexes, outermost first
+    compensation: bool = False  # it runs the compensation of its node (a saga unwinds)
+    due: datetime | None = None  # when its timer fires: a retry, a delay, a deadline, a run retry
+    child_run: str | None = None  # a call's token: the child run it waits for
+    error: str | None = None  # a suspended token: why it waits for an operator
+
+    @property
+    def loop_index(self) -> int | None:
+        """The innermost for_each index (``ctx.loop_index``); None outside any for_each."""
+        return self.loop_path[-1] if self.loop_path else None
+
+
+@dataclass(frozen=True)
 class RunView:
     """A consistent picture of one run, read at one moment (times are UTC).
 
-    ``tokens`` maps each token to where it stands: ``node``, ``st`` (ready, retry, wait, timer,
-    suspended, run_retry...), ``att`` (attempt) and ``li`` (item index inside a for_each).
+    ``tokens`` maps each token id to a :class:`TokenView`: its node, its state (ready, retry,
+    wait, timer, suspended, run_retry...), its attempt and, inside a for_each, its loop path.
     ``run_attempt`` is the run attempt under way, or the last one that ended (1 for a run never
     tried again; see :class:`~wfkit.RunRetry` and ``engine.retry``); ``retryable`` is True for a
     failed run that ``engine.retry`` can take up from where it failed.
@@ -104,20 +111,20 @@ class RunView:
     data: dict[str, Any]
     outputs: dict[str, Any]
     seq: int
-    tokens: dict[str, dict[str, Any]]
+    tokens: dict[str, TokenView]
     run_attempt: int = 1
     retryable: bool = False
 
     @property
     def in_flight(self) -> dict[str, tuple[str, int]]:
-        """Steps ready or running: token -> (node, attempt)."""
+        """Steps ready (queued, or their attempt running): token -> (node, attempt)."""
         return {
-            t: (tok["node"], int(tok.get("att") or 1))
+            t: (tok.node_id, tok.attempt)
             for t, tok in self.tokens.items()
-            if tok.get("st") in ("ready", "running")
+            if tok.state == TokenState.READY
         }
 
     @property
     def suspended_on_compensation(self) -> bool:
         """True when the run waits for an operator to decide a failed compensation."""
-        return any(t.get("comp") and t.get("st") == "suspended" for t in self.tokens.values())
+        return any(t.compensation and t.state == TokenState.SUSPENDED for t in self.tokens.values())

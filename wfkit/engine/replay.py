@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import jsonpatch
 
-from wfkit.engine.records import Event
+from wfkit.engine.cursor import SagaEntry, Token, revive
+from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.loops import entry_path, loop_path
+from wfkit.engine.records import Event, TokenView
 from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError
 
@@ -35,6 +38,7 @@ __all__ = [
     "event_statuses",
     "statuses_at",
     "token_status",
+    "token_views",
     "tokens_at",
 ]
 
@@ -60,14 +64,15 @@ _FAILED = (
     EventKind.RUN_FAILED,
     EventKind.CALL_FAILED,
 )
+_STATES = {state.value: state for state in TokenState}  # stored value -> member, fast
 _TOKEN_STATUS = {
-    TokenState.READY: NodeStatus.RUNNING.value,
-    TokenState.WAIT: NodeStatus.WAITING.value,
-    TokenState.TIMER: NodeStatus.WAITING.value,
-    TokenState.RETRY: NodeStatus.RETRYING.value,
-    TokenState.RUN_RETRY: NodeStatus.RETRYING.value,
-    TokenState.SUSPENDED: NodeStatus.FAILED.value,
-    TokenState.CANCELLING: NodeStatus.CANCELLING.value,
+    TokenState.READY: NodeStatus.RUNNING,
+    TokenState.WAIT: NodeStatus.WAITING,
+    TokenState.TIMER: NodeStatus.WAITING,
+    TokenState.RETRY: NodeStatus.RETRYING,
+    TokenState.RUN_RETRY: NodeStatus.RETRYING,
+    TokenState.SUSPENDED: NodeStatus.FAILED,
+    TokenState.CANCELLING: NodeStatus.CANCELLING,
 }
 
 
@@ -83,7 +88,7 @@ class StoredCheckpoint:
     seq: int
     first_seq: int
     at: datetime
-    kinds: tuple[str, ...]
+    kinds: tuple[EventKind, ...]
     nodes: tuple[str | None, ...]
     changed_data: bool
 
@@ -124,7 +129,7 @@ def _checkpoint(rows: Sequence[tuple[Any, ...]]) -> StoredCheckpoint:
         int(rows[-1][0]),
         int(rows[0][0]),
         rows[0][1],
-        tuple(str(r[2]) for r in rows),
+        tuple(EventKind(r[2]) for r in rows),
         tuple(r[3] for r in rows),
         any(r[4] for r in rows),
     )
@@ -166,12 +171,12 @@ def documents_at(engine: Engine, run_id: str, seqs: Iterable[int]) -> dict[int, 
     return found
 
 
-def tokens_at(engine: Engine, run_id: str, seq: int) -> dict[str, dict[str, Any]]:
-    """Where each token of the run stood after the checkpoint that recorded event ``seq``:
-    token id -> ``node``, ``st`` (ready, retry, wait, timer...), ``att``..."""
+def tokens_at(engine: Engine, run_id: str, seq: int) -> dict[str, TokenView]:
+    """Where each token of the run stood after the checkpoint that recorded event ``seq``."""
     rows = _rows(engine, run_id)
     _check_seq(run_id, seq, int(rows[-1][0]))
-    tokens: dict[str, dict[str, Any]] = {}
+    tokens: dict[str, Token] = {}
+    saga: dict[str, SagaEntry] = {}  # a compensation's loop cell is its entry's
     for row_seq, _at, _kind, _node, _patch, delta in rows:
         if row_seq > seq:
             break
@@ -181,18 +186,51 @@ def tokens_at(engine: Engine, run_id: str, seq: int) -> dict[str, dict[str, Any]
         for path, value in changes.get("s", {}).items():
             kind, _, key = path.partition(":")
             if kind == "tokens":
-                tokens[key] = value
+                tokens[key] = revive(kind, value)
+            elif kind == "saga":
+                saga[key] = revive(kind, value)
         for path in changes.get("d", ()):
             kind, _, key = path.partition(":")
             if kind == "tokens":
                 tokens.pop(key, None)
-    return tokens
+            elif kind == "saga":
+                saga.pop(key, None)
+    return token_views(engine._state(run_id).flow, tokens, saga)
 
 
-def event_statuses(history: Iterable[Event]) -> tuple[dict[str, str], set[str]]:
+def token_views(
+    flow: CompiledFlow, tokens: Mapping[str, Token], saga: Mapping[str, SagaEntry]
+) -> dict[str, TokenView]:
+    """What users see of a run's tokens (``saga``: the run's entries, where a compensation's
+    token finds the loop cell of the visit it undoes)."""
+    views: dict[str, TokenView] = {}
+    for token_id, token in tokens.items():
+        compensation = "comp" in token
+        if compensation:
+            entry = saga.get(token.get("entry") or "")
+            li = token["li"]
+            path = entry_path(entry) if entry is not None else (() if li is None else (li,))
+        else:
+            path = loop_path(flow, token["fr"]) if token["fr"] else ()
+        due = token.get("due")
+        views[token_id] = TokenView(
+            token_id,
+            token["node"],
+            _STATES[token["st"]],
+            int(token["att"]),
+            path,
+            compensation,
+            datetime.fromisoformat(due) if due else None,
+            token.get("child"),
+            token.get("error"),
+        )
+    return views
+
+
+def event_statuses(history: Iterable[Event]) -> tuple[dict[str, NodeStatus], set[str]]:
     """Node statuses that events alone tell (the last word per node wins), and every node an
     event names."""
-    statuses: dict[str, str] = {}
+    statuses: dict[str, NodeStatus] = {}
     named: set[str] = set()
     for event in history:
         node = event.node_id
@@ -200,29 +238,31 @@ def event_statuses(history: Iterable[Event]) -> tuple[dict[str, str], set[str]]:
             continue
         named.add(node)
         if event.kind in SUCCEEDED:
-            statuses[node] = NodeStatus.SUCCEEDED.value
+            statuses[node] = NodeStatus.SUCCEEDED
         elif event.kind in _FAILED:
-            statuses[node] = NodeStatus.FAILED.value
+            statuses[node] = NodeStatus.FAILED
         elif event.kind == EventKind.COMPENSATION_COMPLETED:
-            statuses[node] = NodeStatus.COMPENSATED.value
+            statuses[node] = NodeStatus.COMPENSATED
         elif event.kind == EventKind.COMPENSATION_SKIPPED:
-            statuses[node] = NodeStatus.SKIPPED.value
+            statuses[node] = NodeStatus.SKIPPED
     return statuses, named
 
 
-def token_status(token: dict[str, Any], before: str | None) -> str:
-    """The status a token gives its node (``before``: what the node's events said)."""
-    if "comp" in token:
-        return NodeStatus.COMPENSATING.value
-    return _TOKEN_STATUS.get(token["st"], before or NodeStatus.RUNNING.value)
+def token_status(state: TokenState, compensation: bool, before: NodeStatus | None) -> NodeStatus:
+    """The status a token in ``state`` gives its node (``compensation``: the token runs its
+    node's compensation; ``before``: what the node's events said)."""
+    if compensation:
+        return NodeStatus.COMPENSATING
+    return _TOKEN_STATUS.get(state, before or NodeStatus.RUNNING)
 
 
-def statuses_at(history: Sequence[Event], tokens: dict[str, dict[str, Any]]) -> dict[str, str]:
+def statuses_at(history: Sequence[Event], tokens: Mapping[str, TokenView]) -> dict[str, NodeStatus]:
     """Node statuses as they were at a point: from the events up to it (``history``, cut there)
     and the tokens then (:func:`tokens_at`). Unlike ``run.node_statuses()`` it never says
     ``blocked`` (that depends on the processes running now) nor ``skipped`` for unreached nodes.
     """
     statuses, _named = event_statuses(history)
     for token in tokens.values():
-        statuses[token["node"]] = token_status(token, statuses.get(token["node"]))
+        before = statuses.get(token.node_id)
+        statuses[token.node_id] = token_status(token.state, token.compensation, before)
     return statuses

@@ -9,6 +9,7 @@ Keeping them apart lets the writer write a batch again without a run that must n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -40,7 +41,7 @@ class RunRows:
     artifacts: list[tuple[Any, ...]] = field(default_factory=list)  # artifacts they stored
 
     def timer_ops(
-        self, added: list[tuple[str, str, str, datetime]], deleted: list[tuple[str, str]]
+        self, added: Sequence[tuple[str, str, str, datetime]], deleted: list[tuple[str, str]]
     ) -> None:
         """Record the checkpoint's timer changes (a delete and an add of one key: the add)."""
         for token_id, kind in deleted:

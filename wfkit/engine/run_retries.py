@@ -20,10 +20,10 @@ import networkx as nx
 
 from wfkit.definition.run_retry import RunRetry
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import ResumePoint, RetryRecord, Token, Unwind
 from wfkit.engine.flows import CompiledFlow
-from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import EventKind, SagaEntryState, TokenState
+from wfkit.engine.vocabulary import EventKind, RunStatus, SagaEntryState, TimerKind, TokenState
 from wfkit.errors import DefinitionError
 
 __all__ = [
@@ -42,9 +42,9 @@ __all__ = [
 log = logging.getLogger("wfkit.engine")
 
 KEY = "run"  # the one entry of ``run.retry``
-TIMER = "run_retry"  # the timer kind of a run waiting for its next attempt
+TIMER = TimerKind.RUN_RETRY  # the timer kind of a run waiting for its next attempt
 
-Resume = dict[str, Any]
+Resume = ResumePoint
 """Where a failed run goes on: ``{"node", "token", "auto"}`` (``auto``: a RunRetry may retry
 it; False for ``on_failure="terminate"``, which only an operator retries)."""
 
@@ -60,14 +60,21 @@ def budget(flow: CompiledFlow) -> RunRetry | None:
         return None
 
 
-def record(run: RunState) -> dict[str, Any]:
-    """The run's retry record (empty before its first failure)."""
-    return dict(run.retry.get(KEY) or {})
+def record(run: RunState) -> RetryRecord | None:
+    """The run's retry record (None before its first failure)."""
+    return run.retry.get(KEY)
 
 
 def run_attempt(run: RunState) -> int:
     """The run attempt under way, or the last one that ended (1 for a run never retried)."""
-    return int(record(run).get("attempt") or 1)
+    kept = run.retry.get(KEY)
+    return int(kept.get("attempt") or 1) if kept is not None else 1
+
+
+def resumable(run: RunState) -> bool:
+    """True when the run failed where it can go on (``engine.retry`` may take it up)."""
+    kept = run.retry.get(KEY)
+    return kept is not None and kept.get("resume") is not None
 
 
 def resume_point(cp: Checkpoint, token_id: str, *, auto: bool = True) -> Resume | None:
@@ -83,7 +90,7 @@ def resume_point(cp: Checkpoint, token_id: str, *, auto: bool = True) -> Resume 
     return {"node": node_id, "token": token_id, "auto": auto}
 
 
-def after_unwind(cp: Checkpoint, unwind: dict[str, Any]) -> Resume | None:
+def after_unwind(cp: Checkpoint, unwind: Unwind) -> Resume | None:
     """The resume point of a run whose top-level saga unwind just finished: the failing step
     when the unwind undid nothing, else the first step of the outermost saga whose steps it
     undid (of the sagas the failing step is in)."""
@@ -96,7 +103,7 @@ def after_unwind(cp: Checkpoint, unwind: dict[str, Any]) -> Resume | None:
         run.saga[e]
         for e in unwind["steps"]
         if e in run.saga
-        and run.saga[e]["st"] in (SagaEntryState.COMPENSATED, SagaEntryState.SKIPPED)
+        and run.saga[e]["state"] in (SagaEntryState.COMPENSATED, SagaEntryState.SKIPPED)
     ]
     if not undone:
         return resume
@@ -108,7 +115,7 @@ def after_unwind(cp: Checkpoint, unwind: dict[str, Any]) -> Resume | None:
     }
     outermost = [s for s in chain if s in touched]
     if outermost:
-        resume["node"] = _saga_entry(cp, outermost[-1], resume["node"])
+        resume = {**resume, "node": _saga_entry(cp, outermost[-1], resume["node"])}
     return resume
 
 
@@ -138,9 +145,9 @@ def on_failed(
     run = cp.run
     attempt = run_attempt(run)
     retry = budget(cp.flow)
-    kept = {"attempt": attempt, "resume": None, "token": None}
+    kept: RetryRecord = {"attempt": attempt, "resume": None, "token": None}
     if resume is not None:
-        kept.update(resume=resume["node"], token=resume["token"])
+        kept = {**kept, "resume": resume["node"], "token": resume["token"]}
     run.put("retry", KEY, kept)
     if retry is None:
         return {}
@@ -151,7 +158,7 @@ def on_failed(
     run.put(
         "tokens",
         token_id,
-        {"node": resume["node"], "st": TokenState.RUN_RETRY.value, "att": 1, "fr": [], "li": None},
+        {"node": resume["node"], "st": TokenState.RUN_RETRY, "att": 1, "fr": [], "li": None},
     )
     due = cp.start_timer(token_id, TIMER, retry.delay_before(attempt + 1))
     run.set_status(RunStatus.WAITING.value, error)
@@ -186,6 +193,7 @@ def _resume(cp: Checkpoint, *, by_hand: bool) -> None:
     so the step keeps its idempotency key) whose step gets attempts afresh; visits count anew."""
     run, flow = cp.run, cp.flow
     kept = record(run)
+    assert kept is not None and kept["resume"] is not None and kept["token"] is not None
     node_id, token_id = kept["resume"], kept["token"]
     attempt = int(kept.get("attempt") or 1) + 1
     run.put("retry", KEY, {"attempt": attempt, "resume": None, "token": None})
@@ -197,7 +205,7 @@ def _resume(cp: Checkpoint, *, by_hand: bool) -> None:
     if retry is not None:
         detail["max_attempts"] = retry.max_attempts
     cp.event(EventKind.RUN_RETRIED, node_id, token_id, detail=detail)
-    token: dict[str, Any] = {"node": node_id, "st": "new", "att": 1, "fr": [], "li": None}
+    token: Token = {"node": node_id, "st": TokenState.NEW, "att": 1, "fr": [], "li": None}
     run.put("tokens", token_id, token)
     node = flow.nodes[node_id]
     cp.handlers[node.kind.value].enter(cp, token_id, token, node_id, node)

@@ -16,10 +16,19 @@ from typing import Any
 from wfkit.definition.policy import Policy, SagaPolicy
 from wfkit.engine import run_retries
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Ending, FrameRef, SagaEntry, Unwind, UnwindThen
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.loops import entry_path, loop_detail, loop_item, loop_path
 from wfkit.engine.merge import merge_result
-from wfkit.engine.records import RunStatus
+from wfkit.engine.vocabulary import (
+    EndKind,
+    EventKind,
+    Recovery,
+    RunStatus,
+    SagaEntryState,
+    TimerKind,
+    TokenState,
+)
 
 __all__ = [
     "late_compensation",
@@ -32,6 +41,7 @@ __all__ = [
 ]
 
 _DEFAULT = Policy()
+_UNDOABLE = (SagaEntryState.DONE, SagaEntryState.COMPENSATING)  # an unwind compensates these
 
 
 def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> None:
@@ -47,20 +57,20 @@ def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> Non
     entry_id = cp.run.next_id("s")
     frames = cp.run.tokens[token_id]["fr"]
     path = loop_path(cp.flow, frames)
-    entry = {
+    entry: SagaEntry = {
         "saga": node.saga,
         "node": node_id,
         "comp": node.compensation,
         "pos": position,
-        "st": "done",
+        "state": SagaEntryState.DONE,
         "li": path[-1] if path else None,
         "out": output,
     }
     if frames:
-        entry["fr"] = frames
+        entry = {**entry, "fr": frames}
     if path:
-        entry["lp"] = list(path)
-        entry["item"] = loop_item(cp.flow, cp.run.frames, frames, cp.run.items)
+        item = loop_item(cp.flow, cp.run.frames, frames, cp.run.items)
+        entry = {**entry, "lp": list(path), "item": item}
     cp.run.put("saga", entry_id, entry)
     cp.saga_rows.append(
         (
@@ -72,20 +82,20 @@ def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> Non
                 token_id,
                 node.compensation,
                 position,
-                "done",
+                SagaEntryState.DONE,
                 cp.now,
             ),
         )
     )
 
 
-def _set_entry(cp: Checkpoint, entry_id: str, status: str) -> None:
-    entry = {**cp.run.saga[entry_id], "st": status}
+def _set_entry(cp: Checkpoint, entry_id: str, status: SagaEntryState) -> None:
+    entry: SagaEntry = {**cp.run.saga[entry_id], "state": status}
     cp.run.put("saga", entry_id, entry)
     cp.saga_rows.append(("set", (status, cp.now, cp.run.run_id, entry["pos"])))
 
 
-def _in_cell(entry: dict[str, Any], frames: list[Any]) -> bool:
+def _in_cell(entry: SagaEntry, frames: list[FrameRef]) -> bool:
     """True when the entry was made in the branch or loop cell ``frames`` (or deeper inside it).
 
     A saga inside a for_each body or a parallel branch is one saga per cell: a cell that leaves
@@ -95,7 +105,7 @@ def _in_cell(entry: dict[str, Any], frames: list[Any]) -> bool:
 
 
 def on_move(
-    cp: Checkpoint, from_node: str, to_node: str | None, frames: list[Any] | None = None
+    cp: Checkpoint, from_node: str, to_node: str | None, frames: list[FrameRef] | None = None
 ) -> None:
     """A token moved between nodes (or its path ended): sagas it left are committed (the steps
     done in its branch or loop cell, ``frames``)."""
@@ -113,18 +123,19 @@ def on_move(
         if spec.parent is None or spec.policy == SagaPolicy.KEEP:
             for entry_id, entry in list(cp.run.saga.items()):
                 if (
-                    entry["st"] == "done"
+                    entry["state"] == SagaEntryState.DONE
                     and saga_id in flow.saga_chain(entry["saga"])
                     and _in_cell(entry, frames or [])
                 ):
-                    _set_entry(cp, entry_id, "kept" if spec.parent else "committed")
-            cp.event("saga.committed", to_node or from_node, detail={"saga": saga_id})
+                    kept = SagaEntryState.KEPT if spec.parent else SagaEntryState.COMMITTED
+                    _set_entry(cp, entry_id, kept)
+            cp.event(EventKind.SAGA_COMMITTED, to_node or from_node, detail={"saga": saga_id})
 
 
-def close_open(cp: Checkpoint, status: str) -> None:
+def close_open(cp: Checkpoint, status: SagaEntryState) -> None:
     """The run ends while compensations are under way: record how they were left."""
     for entry_id, entry in list(cp.run.saga.items()):
-        if entry["st"] == "compensating":
+        if entry["state"] == SagaEntryState.COMPENSATING:
             _set_entry(cp, entry_id, status)
 
 
@@ -134,7 +145,7 @@ def _chain(cp: Checkpoint, token_id: str) -> tuple[str, ...]:
     token = cp.run.tokens[token_id]
     chain = flow.node_sagas(token["node"])
     if token["fr"]:
-        outside = set(flow.node_sagas(token["fr"][-1][0]))
+        outside = set(flow.node_sagas(token["fr"][-1].fork))
         chain = tuple(s for s in chain if s not in outside)
     return tuple(chain)
 
@@ -148,11 +159,11 @@ def unwind_for(cp: Checkpoint, token_id: str, error: str) -> bool:
     if not _chain(cp, token_id):
         return False
     run = cp.run
-    cp.set_token(token_id, st="unwinding")
+    cp.set_token(token_id, st=TokenState.UNWINDING)
     if not run.tokens[token_id]["fr"]:
         run.set_status(RunStatus.COMPENSATING.value, error)
         node_id = run.tokens[token_id]["node"]
-        end = {"end": "unwind", "token": token_id, "error": error, "node": node_id}
+        end: Ending = {"end": EndKind.UNWIND, "token": token_id, "error": error, "node": node_id}
         if cp.rules.end(cp, end, keep=token_id):
             return True
     start_unwind(cp, token_id, error)
@@ -169,21 +180,18 @@ def start_unwind(cp: Checkpoint, token_id: str, error: str) -> None:
         (
             e
             for e in run.saga.items()
-            if e[1]["st"] == "done"
+            if e[1]["state"] == SagaEntryState.DONE
             and scope & set(flow.saga_chain(e[1]["saga"]))
             and _in_cell(e[1], token["fr"])
         ),
         key=lambda item: -item[1]["pos"],
     )
     unwind_id = run.next_id("u")
-    then: dict[str, Any] = {"kind": "branch" if token["fr"] else "fail_run", "token": token_id}
-    run.put(
-        "unwinds",
-        unwind_id,
-        {"steps": [e for e, _ in steps], "pos": 0, "then": then, "error": error},
-    )
+    then: UnwindThen = {"kind": "branch" if token["fr"] else "fail_run", "token": token_id}
+    unwind: Unwind = {"steps": [e for e, _ in steps], "pos": 0, "then": then, "error": error}
+    run.put("unwinds", unwind_id, unwind)
     cp.event(
-        "saga.unwinding",
+        EventKind.SAGA_UNWINDING,
         token["node"],
         token_id,
         error=error,
@@ -198,15 +206,15 @@ def _next(cp: Checkpoint, unwind_id: str) -> None:
     while unwind["pos"] < len(unwind["steps"]):
         entry_id = unwind["steps"][unwind["pos"]]
         entry = run.saga.get(entry_id)
-        if entry is not None and entry["st"] in ("done", "compensating"):
-            _set_entry(cp, entry_id, "compensating")
+        if entry is not None and entry["state"] in _UNDOABLE:
+            _set_entry(cp, entry_id, SagaEntryState.COMPENSATING)
             token_id = run.next_id()
             run.put(
                 "tokens",
                 token_id,
                 {
                     "node": entry["node"],
-                    "st": "ready",
+                    "st": TokenState.READY,
                     "att": 1,
                     "fr": [],
                     "li": entry["li"],
@@ -225,14 +233,15 @@ def _finish(cp: Checkpoint, unwind_id: str) -> None:
     run = cp.run
     unwind = run.unwinds[unwind_id]
     run.drop("unwinds", unwind_id)
-    cp.event("saga.compensated", detail={"steps": len(unwind["steps"])})
+    cp.event(EventKind.SAGA_COMPENSATED, detail={"steps": len(unwind["steps"])})
     failing = unwind["then"]["token"]
     if unwind["then"]["kind"] == "branch" and failing in run.tokens:
         cp.rules.branch_failed(cp, failing, unwind["error"])
         return
+    token = run.tokens.get(failing)
     cp.fail_run(
         unwind["error"],
-        node_id=run.tokens.get(failing, {}).get("node"),
+        node_id=token["node"] if token is not None else None,
         resume=run_retries.after_unwind(cp, unwind),
     )
 
@@ -252,9 +261,9 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
     detail = {"activity": activity, **(loop_detail(entry_path(entry)) or {})}
     if result.ok:
         merge_result(cp, token_id, result)
-        _set_entry(cp, entry_id, "compensated")
+        _set_entry(cp, entry_id, SagaEntryState.COMPENSATED)
         cp.event(
-            "compensation.completed",
+            EventKind.COMPENSATION_COMPLETED,
             node_id,
             token_id,
             attempt=result.attempt,
@@ -267,7 +276,7 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
         return
     policy = compensation_policy(cp, node_id)
     cp.event(
-        "compensation.failed",
+        EventKind.COMPENSATION_FAILED,
         node_id,
         token_id,
         attempt=result.attempt,
@@ -276,17 +285,17 @@ def on_compensation_result(cp: Checkpoint, token_id: str, result: AttemptResult)
         detail=detail,
     )
     if result.attempt < policy.max_attempts:
-        cp.set_token(token_id, st="retry", att=result.attempt + 1)
-        cp.start_timer(token_id, "retry", policy.delay_before(result.attempt + 1))
+        cp.set_token(token_id, st=TokenState.RETRY, att=result.attempt + 1)
+        cp.start_timer(token_id, TimerKind.RETRY, policy.delay_before(result.attempt + 1))
         return
     last = (result.error or "").strip().splitlines()[-1] if result.error else "failed"
     message = (
         f"compensation {activity!r} of {node_id!r} failed {result.attempt} times: {last}; "
         "choose retry, skip or abandon (engine.recover_compensation)"
     )
-    cp.set_token(token_id, st="suspended", error=message)
+    cp.set_token(token_id, st=TokenState.SUSPENDED, error=message)
     run.set_status(RunStatus.SUSPENDED.value, message)
-    cp.event("run.suspended", node_id, token_id, error=message)
+    cp.event(EventKind.RUN_SUSPENDED, node_id, token_id, error=message)
 
 
 def late_compensation(
@@ -300,10 +309,10 @@ def late_compensation(
     node_id = token["node"]
     if result.ok:
         merge_result(cp, token_id, result)
-        _set_entry(cp, entry_id, "compensated")
-        cp.event("compensation.completed", node_id, token_id, detail=info, **timing)
+        _set_entry(cp, entry_id, SagaEntryState.COMPENSATED)
+        cp.event(EventKind.COMPENSATION_COMPLETED, node_id, token_id, detail=info, **timing)
     else:
-        failed = "compensation.failed"
+        failed = EventKind.COMPENSATION_FAILED
         cp.event(failed, node_id, token_id, error=result.error, detail=info, **timing)
 
 
@@ -313,11 +322,13 @@ def _advance(cp: Checkpoint, unwind_id: str) -> None:
     _next(cp, unwind_id)
 
 
-def recover(cp: Checkpoint, action: str) -> None:
+def recover(cp: Checkpoint, action: Recovery) -> None:
     """An operator's decision on a suspended compensation: retry, skip or abandon."""
     run = cp.run
     stuck = [
-        (t, tok) for t, tok in run.tokens.items() if tok.get("comp") and tok["st"] == "suspended"
+        (t, tok)
+        for t, tok in run.tokens.items()
+        if tok.get("comp") and tok["st"] == TokenState.SUSPENDED
     ]
     token_id, token = stuck[0]
     # a branch's unwind runs while the run goes on (§6.3): it was running before it suspended
@@ -326,13 +337,13 @@ def recover(cp: Checkpoint, action: str) -> None:
         run.set_status(RunStatus.RUNNING.value)
     else:
         run.set_status(RunStatus.COMPENSATING.value, run.error)
-    if action == "retry":
-        cp.event("compensation.retried", token["node"], token_id)
+    if action == Recovery.RETRY:
+        cp.event(EventKind.COMPENSATION_RETRIED, token["node"], token_id)
         cp.ready(token_id, attempt=1)
-    elif action == "skip":
-        _set_entry(cp, token["entry"], "skipped")
+    elif action == Recovery.SKIP:
+        _set_entry(cp, token["entry"], SagaEntryState.SKIPPED)
         cp.event(
-            "compensation.skipped",
+            EventKind.COMPENSATION_SKIPPED,
             token["node"],
             token_id,
             detail={"note": "recorded as a decision: the step was not undone by the engine"},
@@ -340,9 +351,9 @@ def recover(cp: Checkpoint, action: str) -> None:
         cp.actor = None  # what follows (the unwind going on, the run failing) is the engine's
         run.drop("tokens", token_id)
         _advance(cp, token["comp"])
-    else:
-        cp.event("compensation.abandoned", token["node"], token_id)
-        _set_entry(cp, token["entry"], "abandoned")
+    else:  # Recovery.ABANDON
+        cp.event(EventKind.COMPENSATION_ABANDONED, token["node"], token_id)
+        _set_entry(cp, token["entry"], SagaEntryState.ABANDONED)
         cp.fail_run(
             f"compensation abandoned by {cp.actor or 'an operator'}: {run.error}",
             node_id=token["node"],

@@ -304,7 +304,7 @@ class Scheduler:
             token = run.tokens.get(token_id)
             if (
                 token is not None
-                and token["st"] == "ready"
+                and token["st"] == TokenState.READY
                 and self.writer.runs.get(run.run_id) is run
             ):
                 self._enqueue(run, token_id)
@@ -923,7 +923,8 @@ class Scheduler:
     def _releasable(self) -> bool:
         """True when suspect steps wait for a marker (a blocked one never becomes ready)."""
         return any(
-            run.tokens.get(t, {}).get("st") == TokenState.READY
+            (token := run.tokens.get(t)) is not None
+            and token["st"] == TokenState.READY
             and self.writer.runs.get(run.run_id) is run
             for run, t in self.suspects
         )

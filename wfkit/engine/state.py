@@ -4,36 +4,45 @@ The cursor is four small maps — ``tokens`` (where each token stands), ``frames
 and for_each scopes with their join counts), ``visits`` (per node and scope) and ``outputs`` —
 plus a token counter and the status; ``saga`` and ``unwinds`` hold the saga stack,
 ``ending`` the end of a run that waits for its attempts in flight to stop, and ``caller`` the
-run whose call node started this one (see :mod:`wfkit.engine.subruns`). Every change goes
-through :meth:`RunState.put` / :meth:`RunState.drop`, which record it, so a checkpoint writes
-just the changes (the *delta*) and recovery replays deltas onto the last snapshot. Code is
-never replayed, only these changes.
+run whose call node started this one (see :mod:`wfkit.engine.subruns`). The entries are the
+typed records of :mod:`wfkit.engine.cursor`. Every change goes through :meth:`RunState.put` /
+:meth:`RunState.drop`, which record it, so a checkpoint writes just the changes (the *delta*)
+and recovery replays deltas onto the last snapshot. Code is never replayed, only these changes.
+A snapshot carries the format version of the cursor's JSON (``v``); older ones are read too.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args, overload
 
 import jsonpatch
 
-from wfkit.engine.flows import CompiledFlow
-
-__all__ = ["RunState"]
-
-_MAPS = (
-    "tokens",
-    "frames",
-    "items",
-    "visits",
-    "outputs",
-    "saga",
-    "unwinds",
-    "ending",
-    "caller",
-    "retry",
+from wfkit.engine.cursor import (
+    FORMAT,
+    Caller,
+    Ending,
+    Frame,
+    RetryRecord,
+    SagaEntry,
+    Token,
+    Unwind,
+    revive,
+    revive_all,
 )
+from wfkit.engine.flows import CompiledFlow
+from wfkit.errors import UsageError
+
+__all__ = ["MapName", "RunState"]
+
+MapName = Literal[
+    "tokens", "frames", "items", "visits", "outputs", "saga", "unwinds", "ending", "caller", "retry"
+]
+"""The maps of the cursor (the kinds :meth:`RunState.put` and :meth:`RunState.drop` take)."""
+
+_MAPS: tuple[MapName, ...] = get_args(MapName)
+_REVIVED = frozenset({"tokens", "frames", "saga"})  # maps whose entries revive() changes
 
 
 @dataclass
@@ -47,21 +56,21 @@ class RunState:
     error: str | None = None
     seq: int = 0
     counter: int = 0
-    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
-    frames: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tokens: dict[str, Token] = field(default_factory=dict)
+    frames: dict[str, Frame] = field(default_factory=dict)
     # the item list of each open for_each frame, written once when it opens: the frame itself
     # changes with every item and stays small, so a checkpoint never rewrites the items
     items: dict[str, list[Any]] = field(default_factory=dict)
     visits: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
-    saga: dict[str, dict[str, Any]] = field(default_factory=dict)  # compensable steps done
-    unwinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # unwinds in progress
+    saga: dict[str, SagaEntry] = field(default_factory=dict)  # compensable steps done
+    unwinds: dict[str, Unwind] = field(default_factory=dict)  # unwinds in progress
     # the end waiting for attempts in flight to stop (key "run"; see engine/drains.py)
-    ending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ending: dict[str, Ending] = field(default_factory=dict)
     # a child run's caller (key "run"): the calling run, its token and call node, the depth
-    caller: dict[str, dict[str, Any]] = field(default_factory=dict)
+    caller: dict[str, Caller] = field(default_factory=dict)
     # the run attempt and where a failed run goes on when tried again (engine/run_retries.py)
-    retry: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retry: dict[str, RetryRecord] = field(default_factory=dict)
     data_version: int = 0  # bumped on every data change; jobs remember the version they saw
     # restored from the snapshot an engine wrote as it closed, with nothing running: its ready
     # steps were only queued (not suspects of a crash); any later checkpoint clears it
@@ -78,8 +87,29 @@ class RunState:
 
     # --- recorded changes -----------------------------------------------------------------------
 
-    def put(self, kind: str, key: str, value: Any) -> None:
-        """Set ``tokens``/``frames``/``visits``/``outputs`` entry ``key`` (recorded)."""
+    @overload
+    def put(self, kind: Literal["tokens"], key: str, value: Token) -> None: ...
+    @overload
+    def put(self, kind: Literal["frames"], key: str, value: Frame) -> None: ...
+    @overload
+    def put(self, kind: Literal["items"], key: str, value: list[Any]) -> None: ...
+    @overload
+    def put(self, kind: Literal["visits"], key: str, value: int) -> None: ...
+    @overload
+    def put(self, kind: Literal["outputs"], key: str, value: Any) -> None: ...
+    @overload
+    def put(self, kind: Literal["saga"], key: str, value: SagaEntry) -> None: ...
+    @overload
+    def put(self, kind: Literal["unwinds"], key: str, value: Unwind) -> None: ...
+    @overload
+    def put(self, kind: Literal["ending"], key: str, value: Ending) -> None: ...
+    @overload
+    def put(self, kind: Literal["caller"], key: str, value: Caller) -> None: ...
+    @overload
+    def put(self, kind: Literal["retry"], key: str, value: RetryRecord) -> None: ...
+
+    def put(self, kind: MapName, key: str, value: Any) -> None:
+        """Set entry ``key`` of the map ``kind`` (recorded)."""
         getattr(self, kind)[key] = value
         path = f"{kind}:{key}"
         self._set[path] = value
@@ -87,7 +117,7 @@ class RunState:
         if kind == "outputs":
             self._outputs_json = None
 
-    def drop(self, kind: str, key: str) -> None:
+    def drop(self, kind: MapName, key: str) -> None:
         """Remove an entry (recorded)."""
         getattr(self, kind).pop(key, None)
         path = f"{kind}:{key}"
@@ -160,6 +190,7 @@ class RunState:
         extra = {"closed": True} if closed else {}
         return json.dumps(
             {
+                "v": FORMAT,
                 "status": self.status,
                 "error": self.error,
                 "counter": self.counter,
@@ -203,7 +234,7 @@ class RunState:
             self.counter,
             **{kind: dict(getattr(self, kind)) for kind in _MAPS},  # type: ignore[arg-type]
         )
-        run.tokens = {t: dict(tok) for t, tok in self.tokens.items()}
+        run.tokens = {t: tok.copy() for t, tok in self.tokens.items()}
         run.outputs = json.loads(self.outputs_json())
         run.input_json = self.input_json
         return run
@@ -212,14 +243,23 @@ class RunState:
     def restore(
         cls, run_id: str, flow: CompiledFlow, data: dict[str, Any], state: str | None, seq: int
     ) -> RunState:
-        """Rebuild from a snapshot (``None`` for a run that never had one)."""
+        """Rebuild from a snapshot of any format up to :data:`~wfkit.engine.cursor.FORMAT`
+        (``None`` for a run that never had one)."""
         run = cls(run_id, flow, data, seq=seq)
         if state:
             raw = json.loads(state)
+            if raw.get("v", 1) > FORMAT:
+                raise UsageError(
+                    f"run {run_id} was written by a newer wfkit (its cursor has format "
+                    f"{raw['v']}; this one reads formats up to {FORMAT}); take it up with that "
+                    "version, or upgrade wfkit"
+                )
             run.status, run.error, run.counter = raw["status"], raw.get("error"), raw["counter"]
             run.closed = bool(raw.get("closed"))
             for kind in _MAPS:
-                setattr(run, kind, raw.get(kind) or {})
+                entries = raw.get(kind) or {}
+                revive_all(kind, entries)
+                setattr(run, kind, entries)
         return run
 
     def replay(self, seq: int, delta: str | None, patch: str | None) -> None:
@@ -240,7 +280,7 @@ class RunState:
                     self.counter = value
                 else:
                     kind, _, key = path.partition(":")
-                    getattr(self, kind)[key] = value
+                    getattr(self, kind)[key] = revive(kind, value) if kind in _REVIVED else value
             for path in changes["d"]:
                 kind, _, key = path.partition(":")
                 getattr(self, kind).pop(key, None)

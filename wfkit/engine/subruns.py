@@ -27,13 +27,14 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from wfkit.definition.kinds import NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Caller
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.leases import RunBusy
 from wfkit.engine.nodes.call import ChildOutcome, call_lineage
-from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import EndKind, EventKind, RunStatus
 
 if TYPE_CHECKING:
     from wfkit.engine.writer import Writer
@@ -63,8 +64,9 @@ class Subruns:
         writer = self.writer
         parent = cp.run
         child = RunState(uuid.uuid4().hex[:16], flow, document)
-        depth = parent.caller.get("run", {}).get("depth", 0) + 1
-        caller = {
+        calling = parent.caller.get("run")
+        depth = (calling["depth"] if calling is not None else 0) + 1
+        caller: Caller = {
             "run": parent.run_id,
             "token": token_id,
             "node": node_id,
@@ -137,7 +139,7 @@ class Subruns:
         if token is None or token.get("child") != child.run_id:
             return  # the caller moved on (cancelled, failed, or already resumed)
         node_id = caller["node"]
-        handler: Any = writer.handlers["call"]
+        handler: Any = writer.handlers[NodeKind.CALL]
         outcome = ChildOutcome(child.run_id, child.status, child.data, child.error)
         cp = writer.checkpoint(parent)
         handler.child_ended(cp, caller["token"], node_id, parent.flow.nodes[node_id], outcome)
@@ -157,8 +159,10 @@ class Subruns:
             return
         if child is None or RunStatus(child.status).terminal:
             return
-        ending = cp.run.ending.get("run", {}).get("end")
-        cancelled = RunStatus.CANCELLED.value in (cp.run.status, ending)
+        ending = cp.run.ending.get("run")
+        cancelled = cp.run.status == RunStatus.CANCELLED.value or (
+            ending is not None and ending["end"] == EndKind.CANCELLED
+        )
         reason = f"its calling run {cp.run.run_id} " + (
             "was cancelled" if cancelled else "no longer waits for it"
         )

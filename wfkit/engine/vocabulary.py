@@ -1,10 +1,11 @@
-"""One vocabulary for the engine, the HTTP API and the widgets: token states, event kinds and
-node statuses.
+"""One vocabulary for the engine, the HTTP API and the widgets: run statuses, token states, event
+kinds, node statuses, and the kinds of the rows a token parks on.
 
-The values are the compact strings stored on disk (``wf_events.kind``, the cursor JSON), so
-``StrEnum`` members compare equal to them: code reads ``token.state is TokenState.READY`` or
-``event.kind == EventKind.STEP_COMPLETED`` and never spells the string out. docs/semantics.md
-says what each one means.
+The values are the compact strings stored on disk (``wf_events.kind``, ``wf_timers.kind``, the
+cursor JSON), so ``StrEnum`` members compare equal to them: code reads
+``token["st"] == TokenState.READY`` or ``event.kind == EventKind.STEP_COMPLETED`` and never
+spells the string out (``tests/engine/test_vocabulary.py`` keeps it so). docs/semantics.md says
+what each one means.
 """
 
 from __future__ import annotations
@@ -14,11 +15,35 @@ from enum import StrEnum
 __all__ = [
     "ATTEMPT_OUTCOMES",
     "IN_FLIGHT",
+    "EndKind",
     "EventKind",
+    "JobStatus",
     "NodeStatus",
+    "Recovery",
+    "RunStatus",
     "SagaEntryState",
+    "TimerKind",
     "TokenState",
+    "WaitKind",
 ]
+
+
+class RunStatus(StrEnum):
+    """Where a run stands."""
+
+    PENDING = "pending"  # admitted, nothing advanced yet
+    RUNNING = "running"  # has steps ready or in flight
+    WAITING = "waiting"  # parked on signals, approvals or timers only
+    SUSPENDED = "suspended"  # parked for an operator
+    COMPENSATING = "compensating"  # unwinding a saga
+    COMPLETED = "completed"  # finished; every path ended
+    FAILED = "failed"  # ended by a failure
+    CANCELLED = "cancelled"  # ended by an operator
+
+    @property
+    def terminal(self) -> bool:
+        """True for completed, failed and cancelled."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 class TokenState(StrEnum):
@@ -39,6 +64,52 @@ class TokenState(StrEnum):
 
 #: token states whose step has an attempt queued or running (or one still to be accounted for)
 IN_FLIGHT = frozenset({TokenState.READY, TokenState.CANCELLING})
+
+
+class TimerKind(StrEnum):
+    """What a token's timer row (``wf_timers.kind``, the token's ``timer``) waits for."""
+
+    RETRY = "retry"  # the next attempt of a step or a compensation
+    DELAY = "delay"  # a delay node's duration
+    TIMEOUT = "timeout"  # a wait's deadline
+    EXPIRY = "expiry"  # an approval's deadline
+    DRAIN = "drain"  # how long a cancelling attempt may take to stop
+    RUN_RETRY = "run_retry"  # the next attempt of a failed run
+    CALL = "call"  # a child run ended in another engine process: wake its caller (no row until)
+
+
+class WaitKind(StrEnum):
+    """What a parked token's bookmark (``wf_bookmarks.kind``, ``WaitInfo.kind``) waits for."""
+
+    SIGNAL = "signal"  # engine.signal(name, key) or a posted signal
+    APPROVAL = "approval"  # engine.approve(run, node)
+    CALL = "call"  # the end of the child run a call node started
+
+
+class JobStatus(StrEnum):
+    """What ``wf_jobs.status`` says of a step of a running run (not a token state)."""
+
+    READY = "ready"  # queued, its attempt not started
+    RUNNING = "running"  # its attempt is in flight
+    RETRY = "retry"  # waits on its retry timer
+    CANCELLING = "cancelling"  # its attempt was asked to stop and has not ended yet
+    BLOCKED = "blocked"  # no process that advances the run has its activity (or serves its queue)
+
+
+class EndKind(StrEnum):
+    """How a run ends once its attempts in flight have stopped (``run.ending``)."""
+
+    FAILED = "failed"  # it fails (or a run retry takes the failure)
+    CANCELLED = "cancelled"  # an operator cancelled it
+    UNWIND = "unwind"  # its top-level saga unwinds, then it fails
+
+
+class Recovery(StrEnum):
+    """An operator's decision on a compensation that failed for good."""
+
+    RETRY = "retry"  # run it again, with a fresh set of attempts
+    SKIP = "skip"  # record it as not undone (a decision, not a fact) and go on unwinding
+    ABANDON = "abandon"  # give up the unwind: the run fails as it stands
 
 
 class SagaEntryState(StrEnum):

@@ -34,7 +34,7 @@ from wfkit.engine.rows import RunRows, merge
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
 from wfkit.engine.tracing import Tracing
-from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, NodeStatus, TokenState
+from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, JobStatus, TimerKind, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import (
     TERMINAL_STATUSES,
@@ -57,6 +57,13 @@ log = logging.getLogger("wfkit.engine")
 BATCH_WINDOW = 0.005
 
 RECENT_VIEWS = 256  # ended runs whose last committed state readers get without a query
+
+# the tokens of a running run that have a wf_jobs row, and what it says unless the attempt runs
+_JOB_STATES = {
+    TokenState.READY: JobStatus.READY,
+    TokenState.RETRY: JobStatus.RETRY,
+    TokenState.CANCELLING: JobStatus.CANCELLING,
+}
 
 
 @dataclass
@@ -378,13 +385,14 @@ class Writer:
             now = self.now()
             error = crash_error(token["att"], token["node"])
             if "comp" in token:  # a compensation counts it as one of its failed attempts
+                entry = run.saga.get(token["entry"])
                 self.checkpoint(run).event(
                     EventKind.STEP_CRASHED,
                     token["node"],
                     token_id,
                     attempt=token["att"],
                     error=error,
-                    detail={"compensation": run.saga.get(token["entry"], {}).get("comp")},
+                    detail={"compensation": entry["comp"] if entry is not None else None},
                 )
             self.apply_result(
                 AttemptResult(
@@ -496,7 +504,7 @@ class Writer:
             self.commit()  # runs that were ending when the engine stopped end now
         ready: list[tuple[RunState, str]] = []
         for run in live.values():
-            steps = [t for t, tok in run.tokens.items() if tok["st"] in ("ready", "running")]
+            steps = [t for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
             if steps and run.status not in (RunStatus.SUSPENDED.value,):
                 self.runs[run.run_id] = run
                 self._publish(run, True)
@@ -592,7 +600,8 @@ class Writer:
                 self.runs.pop(run_id, None)
                 self.owner.release([run_id])
             return
-        if token.get("due") and datetime.fromisoformat(token["due"]) > due:
+        parked_until = token.get("due")
+        if parked_until and datetime.fromisoformat(parked_until) > due:
             return  # fired early: the token was parked again, on a later timer of this kind
         self.runs.setdefault(run_id, run)
         if kind == drains.DRAIN and token["st"] == TokenState.CANCELLING:
@@ -603,7 +612,7 @@ class Writer:
             return
         node = run.flow.nodes[token["node"]]
         cp = self.checkpoint(run)
-        self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, kind)
+        self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, TimerKind(kind))
 
     def commit(self, force: bool = False) -> Released:
         """Write the batch in one transaction; then release what it made ready.
@@ -747,7 +756,7 @@ class Writer:
                 continue  # never written: there is nothing to fail
             now = self.now()
             seq = self.store.query("last_event_seq", [run_id])[0][0] + 1
-            event = (run_id, seq, now, "run.failed", None, None, None, None, None, error)
+            event = (run_id, seq, now, EventKind.RUN_FAILED, None, None, None, None, None, error)
             try:
                 self.store.write(
                     [
@@ -841,7 +850,7 @@ class Writer:
         rows = RunRows(run.run_id)
         delta, patch = run.take_changes()
         if (delta or patch) and not cp.events:
-            cp.event("checkpoint")
+            cp.event(EventKind.CHECKPOINT)
         for i, ev in enumerate(cp.events):
             run.seq += 1
             rows.events.append(
@@ -954,7 +963,7 @@ class Writer:
                 continue
             for token_id in cp.dispatch:
                 token = run.tokens.get(token_id)
-                if token is not None and token["st"] == "ready":
+                if token is not None and token["st"] == TokenState.READY:
                     released.dispatch.append((run, token_id))
             if any(t["st"] in IN_FLIGHT for t in run.tokens.values()):
                 self.runs[run.run_id] = run
@@ -983,13 +992,13 @@ class Writer:
             blocked = {(run.run_id, token_id) for run, token_id in self.blocked}
             for run in runs:
                 for token_id, t in run.tokens.items():
-                    if t["st"] in ("ready", "running", "retry", TokenState.CANCELLING):
+                    if t["st"] in _JOB_STATES:
                         key = (run.run_id, token_id)
-                        status = "running" if key in self.inflight else t["st"]
+                        status = JobStatus.RUNNING if key in self.inflight else _JOB_STATES[t["st"]]
                         if t["st"] == TokenState.CANCELLING:
-                            status = NodeStatus.CANCELLING.value  # asked to stop, not yet ended
+                            status = JobStatus.CANCELLING  # asked to stop, not yet ended
                         if key in blocked:
-                            status = NodeStatus.BLOCKED.value
+                            status = JobStatus.BLOCKED
                         beat = self.heartbeats.get(key)
                         jobs.rows.append(
                             (run.run_id, token_id, t["node"], status, t["att"], t["li"], now, beat)

@@ -38,8 +38,9 @@ from wfkit.definition.rendering import RenderingUnavailable
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Engine, Event, LogLine, Run, RunStatus, StoredCheckpoint
 from wfkit.engine.attempts import attempts_of
-from wfkit.engine.records import RunView
+from wfkit.engine.records import RunView, TokenView
 from wfkit.engine.replay import documents_at, statuses_at
+from wfkit.engine.vocabulary import NodeStatus, TokenState
 from wfkit.widgets.confirm import Message
 from wfkit.widgets.event_log import events_html, logs_html
 from wfkit.widgets.fallback import StaticPicture
@@ -324,7 +325,7 @@ class RunMonitor(StaticPicture, widgets.VBox):
             self.workers.refresh()  # shown while the run has ready work and nothing drives it
             return changed
 
-    def _at(self) -> tuple[StoredCheckpoint | None, list[Event], dict[str, dict[str, Any]]]:
+    def _at(self) -> tuple[StoredCheckpoint | None, list[Event], dict[str, TokenView]]:
         """The point shown (None: live), the events up to it and the tokens then."""
         point = self.stepper.point
         state = self._state
@@ -337,6 +338,7 @@ class RunMonitor(StaticPicture, widgets.VBox):
         """Update what follows from the history at the point shown: statuses, progress,
         header, data, events, node details."""
         point, history, tokens = self._at()
+        statuses: dict[str, NodeStatus]
         if point is None:
             statuses = self.run.node_statuses()
             data: Any = self._state.data if self._state is not None else {}
@@ -345,7 +347,9 @@ class RunMonitor(StaticPicture, widgets.VBox):
             statuses = statuses_at(history, tokens)
             data = self.run.data_at(point.seq)
             caption = f"after {point.label} at {point.at:%H:%M:%S}"
-        changed = self._set(self.surface, "status", statuses)
+        # the surface holds what the page draws: the statuses' plain values
+        shown = {node: status.value for node, status in statuses.items()}
+        changed = self._set(self.surface, "status", shown)
         changed |= self._set(self.header_html, "value", self._header(self.status))
         progress = loop_progress(self.workflow, history, tokens)
         changed |= self._set(self.progress_html, "value", progress_html(progress))
@@ -369,9 +373,9 @@ class RunMonitor(StaticPicture, widgets.VBox):
         else:
             now = point.at
             in_flight = {
-                t: (tok["node"], int(tok.get("att") or 1))
+                t: (tok.node_id, tok.attempt)
                 for t, tok in tokens.items()
-                if tok.get("st") in ("ready", "running")
+                if tok.state == TokenState.READY
             }
         spans = spans_of(history, now, in_flight)
         svg = timeline_svg(spans, title=f"run {self.run.id}")
@@ -407,9 +411,9 @@ class RunMonitor(StaticPicture, widgets.VBox):
         inputs = documents_at(self.engine, self.run.id, {a.input_seq for a in attempts[-20:]})
         lines = [line for line in self.logs if line.node_id == node]
         running = [
-            (int(tok.get("att") or 1), () if tok.get("li") is None else (int(tok["li"]),))
+            (tok.attempt, () if tok.loop_index is None else (tok.loop_index,))
             for tok in tokens.values()
-            if tok.get("node") == node and tok.get("st") in ("ready", "running")
+            if tok.node_id == node and tok.state == TokenState.READY
         ]
         spec = self.workflow.node(node)
         title = spec.kind.value + (f" · activity {spec.activity}" if spec.activity else "")

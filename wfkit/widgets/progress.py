@@ -5,10 +5,10 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import Event
+from wfkit.engine.records import TokenView
 from wfkit.engine.replay import SUCCEEDED
 from wfkit.engine.vocabulary import EventKind
 
@@ -70,14 +70,14 @@ def _joins(workflow: Workflow) -> dict[str, str]:
 def loop_progress(
     workflow: Workflow,
     history: Sequence[Event],
-    tokens: Mapping[str, Mapping[str, Any]] | None = None,
+    tokens: Mapping[str, TokenView] | None = None,
 ) -> list[LoopProgress]:
     """Item progress of every for_each node the run has started, from its history.
 
     The total is the ``items`` of the node's ``for_each.started`` events; an item is done when
     its branch completed a step that leads into the join, failed when the join recorded its
     ``branch.failed``; per body node, ``step.completed`` and final ``step.failed`` events (those
-    that schedule no retry) count items. ``tokens`` (node and status per token) adds the items
+    that schedule no retry) count items. ``tokens`` (where each token stands) adds the items
     in flight.
     """
     joins = _joins(workflow)
@@ -104,7 +104,7 @@ def loop_progress(
             elif e.kind == EventKind.BRANCH_FAILED and e.node_id == join and join is not None:
                 failed += 1
         in_progress = sum(
-            1 for t in (tokens or {}).values() if t.get("node") in body and not t.get("comp")
+            1 for t in (tokens or {}).values() if t.node_id in body and not t.compensation
         )
         steps = {n: (len(completed[n]), len(failures[n])) for n in sorted(body)}
         result.append(LoopProgress(fork, total, len(done), failed, in_progress, steps))

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine import sagas
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.loops import loop_detail, loop_path
 from wfkit.engine.merge import merge_result
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.outputs import record_output
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import EventKind, TimerKind, TokenState
 
 
 @handles(NodeKind.ACTION)
 class Action(NodeHandler):
     """A step that runs code: ready on arrival; each attempt's result is checkpointed."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         cp.ready(token_id, attempt=1)
 
     def on_result(
@@ -38,7 +35,7 @@ class Action(NodeHandler):
                 return
             record_output(cp, node_id, path, result.output)
             cp.event(
-                "step.completed",
+                EventKind.STEP_COMPLETED,
                 node_id,
                 token_id,
                 attempt=result.attempt,
@@ -80,8 +77,8 @@ class Action(NodeHandler):
             if delay.total_seconds() <= 0:
                 cp.ready(token_id, attempt=result.attempt + 1)
             else:
-                cp.set_token(token_id, st="retry", att=result.attempt + 1)
-                cp.start_timer(token_id, "retry", delay)
+                cp.set_token(token_id, st=TokenState.RETRY, att=result.attempt + 1)
+                cp.start_timer(token_id, TimerKind.RETRY, delay)
         else:
             cp.fail(token_id, result.error or "failed")
 
@@ -91,9 +88,11 @@ class Action(NodeHandler):
         """Where the token goes after a successful attempt."""
         cp.leave(token_id, node_id, "next")
 
-    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+    def on_timer(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: TimerKind
+    ) -> None:
         cp.clear_timer(token_id)
         token = cp.run.tokens[token_id]
-        kind = "compensation.retrying" if "comp" in token else "step.retrying"
-        cp.event(kind, node_id, token_id, attempt=token["att"])
+        retrying = EventKind.COMPENSATION_RETRYING if "comp" in token else EventKind.STEP_RETRYING
+        cp.event(retrying, node_id, token_id, attempt=token["att"])
         cp.ready(token_id)

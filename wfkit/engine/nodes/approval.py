@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wfkit.definition.durations import format_duration
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.wait import park, unpark
 from wfkit.engine.outputs import record_output
-from wfkit.engine.vocabulary import EventKind
+from wfkit.engine.vocabulary import EventKind, TimerKind, WaitKind
 
 
 @handles(NodeKind.APPROVAL)
@@ -19,23 +18,23 @@ class Approval(NodeHandler):
     """Leaves through ``approved``, ``rejected`` or ``expired``; the last two, unconnected, fail
     the step (engine/outlets.py)."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         detail = {"assignees": list(node.config.assignees)}
         park(
             cp,
             token_id,
             node_id,
-            "approval",
+            WaitKind.APPROVAL,
             node_id,
             cp.run.run_id,
             node.config.timeout,
-            "expiry",
+            TimerKind.EXPIRY,
             detail,
         )
 
-    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+    def on_timer(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: TimerKind
+    ) -> None:
         cp.drop_bookmark(token_id)
         unpark(cp, token_id)
         cp.event(EventKind.APPROVAL_EXPIRED, node_id, token_id)

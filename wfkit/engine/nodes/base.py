@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.kinds import Node, NodeKind
+from wfkit.engine.vocabulary import TimerKind
 
 if TYPE_CHECKING:
     from wfkit.engine.checkpoint import Checkpoint
+    from wfkit.engine.cursor import Token
     from wfkit.engine.executor import AttemptResult
 
 __all__ = ["HANDLERS", "NodeHandler", "handles"]
@@ -21,9 +23,7 @@ __all__ = ["HANDLERS", "NodeHandler", "handles"]
 class NodeHandler:
     """What a node kind does with a token."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         """A token arrived at the node."""
         raise NotImplementedError
 
@@ -33,7 +33,9 @@ class NodeHandler:
         """An attempt of the node's activity finished."""
         raise TypeError(f"a {node.kind.value} node runs no activity")
 
-    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+    def on_timer(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: TimerKind
+    ) -> None:
         """A timer of the token fired."""
         raise TypeError(f"a {node.kind.value} node has no {kind} timer")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 
@@ -17,11 +17,11 @@ from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.values import MAX_DEPTH, TOO_DEEP, json_problem
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
-from wfkit.engine.records import RunStatus
 from wfkit.engine.state import RunState
-from wfkit.engine.vocabulary import EventKind, TokenState
+from wfkit.engine.vocabulary import EventKind, RunStatus, TimerKind, TokenState, WaitKind
 from wfkit.errors import AdmissionError, ExpressionError
 
 __all__ = ["MAX_CALL_DEPTH", "Call", "ChildOutcome", "call_lineage"]
@@ -37,7 +37,8 @@ def call_lineage(run: RunState) -> list[str]:
     A child run keeps its callers' ids in its caller record (``lineage``); a run started
     before that was recorded knows only its own id and those of the callers that did.
     """
-    before = run.caller.get("run", {}).get("lineage", [])
+    calling = run.caller.get("run")
+    before = calling.get("lineage", []) if calling is not None else []
     return [*before, run.flow.id]
 
 
@@ -111,11 +112,10 @@ class Call(NodeHandler):
     """Leaves through ``next`` when the child completes (its bound fields copied back) and
     through ``failed`` when it fails or is cancelled (unconnected: the failure rules)."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         config = node.config
-        depth = cp.run.caller.get("run", {}).get("depth", 0) + 1
+        caller = cp.run.caller.get("run")
+        depth = (caller["depth"] if caller is not None else 0) + 1
         if depth > MAX_CALL_DEPTH:
             cp.fail_step(token_id, _too_deep(node_id, depth, call_lineage(cp.run), config))
             return
@@ -147,15 +147,15 @@ class Call(NodeHandler):
         child_id = cp.calls.start(cp, token_id, node_id, flow, document)
         # timer "call" with no row: a child that ends in another engine process wakes this
         # token with a due row of that kind (see subruns.py)
-        cp.set_token(token_id, st=TokenState.WAIT.value, child=child_id, timer="call", due=None)
+        cp.set_token(token_id, st=TokenState.WAIT, child=child_id, timer=TimerKind.CALL, due=None)
         info = {"workflow": flow.id, "version": flow.version}
         cp.bookmarks_add.append(
-            (token_id, node_id, "call", flow.id, child_id, cp.now, None, json.dumps(info))
+            (token_id, node_id, WaitKind.CALL, flow.id, child_id, cp.now, None, json.dumps(info))
         )
         cp.event(EventKind.CALL_STARTED, node_id, token_id, detail={"child_run": child_id, **info})
 
     @staticmethod
-    def _input(cp: Checkpoint, token: dict[str, Any], node: Node) -> dict[str, Any]:
+    def _input(cp: Checkpoint, token: Token, node: Node) -> dict[str, Any]:
         mapping = node.config.input
         if mapping is None:
             return dict(json.loads(cp.run.data_json()))
@@ -167,7 +167,9 @@ class Call(NodeHandler):
             _set_path(document, field_name, value)
         return dict(json.loads(json.dumps(document, allow_nan=False)))
 
-    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+    def on_timer(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: TimerKind
+    ) -> None:
         token = cp.run.tokens[token_id]
         outcome = cp.calls.outcome(token.get("child")) if cp.calls is not None else None
         if outcome is None or not RunStatus(outcome.status).terminal:
@@ -179,8 +181,8 @@ class Call(NodeHandler):
         self, cp: Checkpoint, token_id: str, node_id: str, node: Node, child: ChildOutcome
     ) -> None:
         """The child run ended: copy back what ``bind`` names and go on, or fail the call."""
-        token = {k: v for k, v in cp.run.tokens[token_id].items() if k != "child"}
-        cp.run.put("tokens", token_id, {**token, "st": TokenState.MOVING.value})
+        token = cast(Token, {k: v for k, v in cp.run.tokens[token_id].items() if k != "child"})
+        cp.run.put("tokens", token_id, {**token, "st": TokenState.MOVING})
         cp.drop_bookmark(token_id)
         cp.clear_timer(token_id)
         config = node.config

@@ -7,14 +7,16 @@ from typing import Any
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.executor import AttemptResult
 from wfkit.engine.loops import loop_item, loop_path
 from wfkit.engine.nodes.action import Action
 from wfkit.engine.nodes.base import handles
+from wfkit.engine.vocabulary import EventKind
 from wfkit.errors import ExpressionError
 
 
-def expression_scope(cp: Checkpoint, token: dict[str, Any]) -> dict[str, Any]:
+def expression_scope(cp: Checkpoint, token: Token) -> dict[str, Any]:
     """Names an expression may read besides the data fields: outputs, and inside for_each
     loops the innermost loop's item and loop_index. (The expression language refuses method
     calls and assignments, so an expression cannot change what it reads.)"""
@@ -41,9 +43,7 @@ def outlet_for(value: Any, node: Node) -> str | None:
 class Decision(Action):
     """Expression decisions are taken on arrival; function decisions run as a step."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         if node.activity:
             cp.ready(token_id, attempt=1)
             return
@@ -71,10 +71,10 @@ class Decision(Action):
             )
             if cp.flow.target(node_id, "fallback") is not None:  # a declared, connected branch
                 detail = {"outlet": "fallback"}
-                cp.event("step.failed", node_id, token_id, error=error, detail=detail)
+                cp.event(EventKind.STEP_FAILED, node_id, token_id, error=error, detail=detail)
                 cp.leave(token_id, node_id, "fallback")
                 return
             cp.fail_step(token_id, error)
             return
-        cp.event("decision.taken", node_id, token_id, detail={"outlet": outlet})
+        cp.event(EventKind.DECISION_TAKEN, node_id, token_id, detail={"outlet": outlet})
         cp.leave(token_id, node_id, outlet)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wfkit.definition.expressions import evaluate
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.definition.values import json_problem
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.frames import decide, launch_items, open_frame
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
+from wfkit.engine.vocabulary import EventKind
 from wfkit.errors import ExpressionError
 
 
@@ -18,9 +18,7 @@ from wfkit.errors import ExpressionError
 class ForEach(NodeHandler):
     """Evaluates the items expression and opens a frame over the items."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         config = node.config
         try:
             items = evaluate(config.items, cp.run.data, extra=expression_scope(cp, token))
@@ -43,11 +41,10 @@ class ForEach(NodeHandler):
             )
             return
         limit = config.max_parallelism or max(len(items), 1)
-        frame_id = open_frame(cp, node_id, token, len(items), next=0, limit=limit)
+        frame_id = open_frame(cp, node_id, token, len(items), limit=limit)
         cp.run.put("items", frame_id, items)
         cp.end_path(token_id, commit=False)
-        cp.event(
-            "for_each.started", node_id, token_id, detail={"items": len(items), "limit": limit}
-        )
+        detail = {"items": len(items), "limit": limit}
+        cp.event(EventKind.FOR_EACH_STARTED, node_id, token_id, detail=detail)
         launch_items(cp, frame_id)
         decide(cp, frame_id)

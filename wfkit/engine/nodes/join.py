@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.frames import branch_completed
 from wfkit.engine.nodes.base import NodeHandler, handles
 
@@ -14,11 +13,9 @@ from wfkit.engine.nodes.base import NodeHandler, handles
 class Join(NodeHandler):
     """A branch token arriving at its join counts as completed."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         frames = token["fr"]
-        if not frames or frames[-1][0] != node.config.fork:
+        if not frames or frames[-1].fork != node.config.fork:
             cp.fail(
                 token_id,
                 f"a token reached join {node_id!r} from outside the branches of "
@@ -27,4 +24,4 @@ class Join(NodeHandler):
             )
             return
         cp.end_path(token_id, commit=False)
-        branch_completed(cp, frames[-1][1])
+        branch_completed(cp, frames[-1].frame)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from wfkit.definition.kinds import Node, NodeKind
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.nodes.base import NodeHandler, handles
 
 
@@ -13,7 +12,5 @@ from wfkit.engine.nodes.base import NodeHandler, handles
 class Start(NodeHandler):
     """The token moves straight on through ``next``."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         cp.leave(token_id, node_id, "next")

@@ -20,11 +20,18 @@ from wfkit.definition.values import (
 )
 from wfkit.definition.workflow import import_model
 from wfkit.engine.checkpoint import Checkpoint
+from wfkit.engine.cursor import Token
 from wfkit.engine.loops import loop_path
 from wfkit.engine.nodes.base import NodeHandler, handles
 from wfkit.engine.nodes.decision import expression_scope
 from wfkit.engine.outputs import record_output
+from wfkit.engine.vocabulary import EventKind, TimerKind, TokenState, WaitKind
 from wfkit.errors import DefinitionError, ExpressionError, SignalError
+
+_WAITING = {
+    WaitKind.SIGNAL: EventKind.SIGNAL_WAITING,
+    WaitKind.APPROVAL: EventKind.APPROVAL_WAITING,
+}
 
 
 def fit_payload(node: Node, payload: Any) -> dict[str, Any]:
@@ -46,11 +53,11 @@ def park(
     cp: Checkpoint,
     token_id: str,
     node_id: str,
-    kind: str,
+    kind: WaitKind,
     name: str,
     key: str | None,
     timeout: Any,
-    timer_kind: str,
+    timer_kind: TimerKind,
     detail: dict[str, Any] | None = None,
 ) -> None:
     """Park a token on a bookmark row, with an optional deadline timer. Inside a for_each the
@@ -58,28 +65,26 @@ def park(
     several items are told apart by it (``engine.approve(..., loop_path=)``, the Inbox)."""
     path = loop_path(cp.flow, cp.run.tokens[token_id]["fr"])
     detail = {**(detail or {}), **({"loop_path": list(path)} if path else {})}
-    cp.set_token(token_id, st="wait")
+    cp.set_token(token_id, st=TokenState.WAIT)
     deadline = cp.start_timer(token_id, timer_kind, timeout) if timeout is not None else None
     cp.bookmarks_add.append(
         (token_id, node_id, kind, name, key, cp.now, deadline, json.dumps(detail))
     )
     info = {"name": name, "key": key, **({"deadline": deadline.isoformat()} if deadline else {})}
-    cp.event(f"{kind}.waiting", node_id, token_id, detail=info)
+    cp.event(_WAITING[kind], node_id, token_id, detail=info)
 
 
 def unpark(cp: Checkpoint, token_id: str) -> None:
     """The bookmark was consumed (or expired): the token stops waiting."""
     cp.clear_timer(token_id)
-    cp.set_token(token_id, st="moving")
+    cp.set_token(token_id, st=TokenState.MOVING)
 
 
 @handles(NodeKind.WAIT)
 class Wait(NodeHandler):
     """Parks until ``engine.signal(name, key, payload)`` or the timeout, whichever comes first."""
 
-    def enter(
-        self, cp: Checkpoint, token_id: str, token: dict[str, Any], node_id: str, node: Node
-    ) -> None:
+    def enter(self, cp: Checkpoint, token_id: str, token: Token, node_id: str, node: Node) -> None:
         config = node.config
         key = None
         if config.correlate:
@@ -105,12 +110,12 @@ class Wait(NodeHandler):
             try:
                 payload = fit_payload(node, raw)
                 ops = bound_patch(node, cp.run.data, payload, cp.binder)
-                cp.set_token(token_id, st="wait")
+                cp.set_token(token_id, st=TokenState.WAIT)
                 self.on_signal(cp, token_id, node_id, node, payload, actor=sender, ops=ops)
                 return
             except (ValidationError, DefinitionError, SignalError, TypeError, ValueError) as exc:
                 cp.event(
-                    "signal.refused",
+                    EventKind.SIGNAL_REFUSED,
                     node_id,
                     token_id,
                     actor=sender,
@@ -118,12 +123,15 @@ class Wait(NodeHandler):
                     detail={"posted": True},
                 )
             posted = cp.take_posted(config.signal, key)
-        park(cp, token_id, node_id, "signal", config.signal, key, config.timeout, "timeout")
+        signal, timeout = config.signal, config.timeout
+        park(cp, token_id, node_id, WaitKind.SIGNAL, signal, key, timeout, TimerKind.TIMEOUT)
 
-    def on_timer(self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: str) -> None:
+    def on_timer(
+        self, cp: Checkpoint, token_id: str, node_id: str, node: Node, kind: TimerKind
+    ) -> None:
         cp.drop_bookmark(token_id)
         unpark(cp, token_id)
-        cp.event("signal.elapsed", node_id, token_id)
+        cp.event(EventKind.SIGNAL_ELAPSED, node_id, token_id)
         cp.leave(token_id, node_id, "elapsed")
 
     def on_signal(
@@ -147,7 +155,7 @@ class Wait(NodeHandler):
             cell = loop_path(cp.flow, cp.run.tokens[token_id]["fr"])
             record_output(cp, node_id, cell, payload)
         cp.event(
-            "signal.received",
+            EventKind.SIGNAL_RECEIVED,
             node_id,
             token_id,
             output=payload or None,
