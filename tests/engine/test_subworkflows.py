@@ -216,7 +216,8 @@ def test_input_the_childs_model_refuses_fails_the_call_and_starts_no_child(engin
     assert "data field 'amount': Field required" in events(other, "step.routed")[0].error
     assert run.children() == [] and other.children() == []
     assert engine.runs(workflow="payment") == []
-    assert acts.names() == ["shop.reserve", "apologise"]
+    # two independent runs: started at one instant of the manual clock, taken up in any order
+    assert sorted(acts.names()) == ["apologise", "shop.reserve"]
 
 
 def test_cancelling_the_caller_cancels_its_child_and_grandchild_in_one_command(

@@ -344,18 +344,23 @@ SELECT workflow_id, version, hash, input, status FROM wf_instances WHERE run_id 
 -- fifth, has since handed the run over for a queue), and runs handed over for a queue it does
 -- not serve (the second parameter is true for an engine that serves every queue, the third the
 -- queues it serves).
+-- The runs come back oldest first (an UPDATE returns its rows in no set order), so runs
+-- started one after the other are taken up in that order.
 WITH free AS (
-    SELECT run_id, owner, wants_queue FROM wf_instances
+    SELECT run_id, owner, wants_queue, updated_at, created_at FROM wf_instances
     WHERE status IN ('pending', 'running', 'compensating')
       AND (owner IS NULL OR lease_until < ?)
       AND (wants_queue IS NULL OR ? OR wants_queue = ANY(?))
       AND (NOT (run_id = ANY(?)) OR (wants_queue IS NOT NULL AND handed_by IS DISTINCT FROM ?))
     ORDER BY updated_at
     LIMIT ?
-    FOR UPDATE SKIP LOCKED)
-UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL, handed_by = NULL
-FROM free WHERE i.run_id = free.run_id
-RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ?, free.wants_queue;
+    FOR UPDATE SKIP LOCKED),
+taken AS (
+    UPDATE wf_instances AS i SET owner = ?, lease_until = ?, wants_queue = NULL, handed_by = NULL
+    FROM free WHERE i.run_id = free.run_id
+    RETURNING i.run_id, free.owner IS NOT NULL AND free.owner <> ? AS lapsed, free.wants_queue,
+        free.updated_at, free.created_at)
+SELECT run_id, lapsed, wants_queue FROM taken ORDER BY updated_at, created_at, run_id;
 
 -- name: claim_run
 -- Also says whether the run was taken from another owner whose lease ran out (see claim_runs).
