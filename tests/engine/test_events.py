@@ -197,3 +197,35 @@ def test_history_is_in_sequence_order_and_matches_the_table(engine, acts, clock)
     assert ats == sorted(ats)
     items = [e for e in history if e.kind == "step.completed" and e.node_id == "item"]
     assert sorted(e.detail["loop_index"] for e in items) == [0, 1, 2]
+
+
+def test_an_ended_run_numbers_the_events_it_gains_on_from_its_last(engine, acts, open_engine):
+    """A run that ended gains events (each restart_as_new writes run.restarted on it) while its
+    summary row stands: the next number comes from its log, never again from the summary, or
+    two restarts would share one number and history() could list them either way round."""
+
+    def boom(ctx: Any) -> None:
+        raise PaymentRejected("no")
+
+    acts.add("boom", boom)
+    engine.register(wf.Workflow("fails").start_with("boom", max_attempts=1))
+    parent = engine.start("fails", {})
+    engine.run_until_idle()
+    first = engine.restart_as_new(parent.id)
+    second = engine.restart_as_new(parent.id)
+    engine.run_until_idle()
+
+    seqs = [seq for seq, *_ in sql_events(engine, parent)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    restarts = [e.detail["new_run"] for e in parent.history() if e.kind == "run.restarted"]
+    assert restarts == [first.id, second.id]
+
+    # and once the engine is opened again, from the store alone
+    engine.close()
+    again = open_engine()
+    third = again.restart_as_new(parent.id)
+    seqs = [seq for seq, *_ in sql_events(again, again.run(parent.id))]
+    assert seqs == list(range(1, len(seqs) + 1))
+    history = again.run(parent.id).history()
+    restarts = [e.detail["new_run"] for e in history if e.kind == "run.restarted"]
+    assert restarts == [first.id, second.id, third.id]

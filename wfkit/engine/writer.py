@@ -256,9 +256,15 @@ class Writer:
         if RunStatus(row[4]).terminal and run.status != row[4]:
             # ended outside a checkpoint (a run whose checkpoint could not be written)
             run.status, run.error = row[4], row[9]
-        if row[4] in (RunStatus.PENDING.value, RunStatus.RUNNING.value) or not row[7]:
-            # only a run that was running can have checkpoints newer than its snapshot: every
-            # checkpoint that leaves a run out of memory writes the snapshot with it
+        if (
+            row[4] in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+            or RunStatus(row[4]).terminal
+            or not row[7]
+        ):
+            # a run that was running can have checkpoints newer than its snapshot (every
+            # checkpoint that leaves a run out of memory writes the snapshot with it), and so
+            # can an ended one: the events it gains (run.restarted...) leave its summary as it
+            # was, so the next event's number is known only from the log
             for _, seq, patch, delta, *_ in self.store.query("run_events_after", [run_id, row[8]]):
                 run.replay(seq, delta, patch)
         return run
