@@ -323,7 +323,9 @@ def test_a_worker_stopped_mid_run_finishes_its_attempts_and_hands_its_runs_over(
 ) -> None:
     runs_wanted = count(300, 100)
     with cluster(tmp_path) as group:
-        group.launch(3, sleep=0.02)
+        # a long lease: a worker starved of CPU for 3 s on a busy machine would rightly lose
+        # its runs and see their steps run again; here nothing may lapse, only the stop hands over
+        group.launch(3, sleep=0.02, lease="20s")
         leaving = group.workers[0]
         with open_engine(group.url) as engine:
             runs = start_orders(engine, runs_wanted)
