@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from wfkit.definition import pictures, rendering
 from wfkit.definition.kinds import Node
 from wfkit.engine import replay
 from wfkit.engine.attempts import AttemptInfo, attempts_of
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.cursor import Ending, Token
 from wfkit.engine.logs import LogLine
 from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
@@ -294,6 +296,46 @@ class Run:
     def explain(self) -> str:
         """One sentence on where the run stands."""
         return self._rt.explain(self.id)
+
+    # --- commands (each is the engine's command of the same name, for this run) ---------------
+
+    def cancel(self, actor: str | None = None, reason: str = "") -> CancelResult:
+        """Cancel the run: what ``engine.cancel(run.id, actor, reason)`` does.
+
+        Returns
+        -------
+        CancelResult
+            Steps, waits and timers cancelled, attempts asked to stop, and the run's status.
+        """
+        return self._rt.operations.cancel(self.id, actor, reason)
+
+    def approve(
+        self,
+        node: str,
+        approved: bool = True,
+        *,
+        actor: str | None = None,
+        comment: str | None = None,
+        loop_path: Sequence[int] | None = None,
+    ) -> None:
+        """Decide the run's open approval ``node``: what ``engine.approve(run.id, node, ...)``
+        does (``loop_path`` names the for_each item whose approval is decided)."""
+        self._rt.operations.approve(
+            self.id, node, approved, actor=actor, comment=comment, loop_path=loop_path
+        )
+
+    def retry(self, *, actor: str | None = None) -> None:
+        """Try the failed run again from where it failed: ``engine.retry(run.id)``."""
+        self._rt.operations.retry(self.id, actor=actor)
+
+    def resume(self, *, actor: str | None = None) -> None:
+        """Continue the suspended run: ``engine.resume(run.id)``."""
+        self._rt.operations.resume(self.id, actor=actor)
+
+    def recover_compensation(self, action: str = "retry", *, actor: str | None = None) -> None:
+        """Decide the run's failed compensation (``"retry"``, ``"skip"`` or ``"abandon"``):
+        ``engine.recover_compensation(run.id, action)``."""
+        self._rt.operations.recover_compensation(self.id, action, actor=actor)
 
     def node_statuses(self) -> dict[str, NodeStatus]:
         """Status of the run's nodes: succeeded, failed, running, waiting, retrying, blocked
