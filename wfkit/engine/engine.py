@@ -176,7 +176,7 @@ class Engine:
         self._admission = Admission(self._rt)
         self._retention = Retaining(self._rt)
         lifecycle.opened(self)
-        self._rt.resume(recovered)
+        self._rt.dispatch(recovered)
         if policy is not None:
             try:
                 self._retention.keep(policy)

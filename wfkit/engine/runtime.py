@@ -105,7 +105,7 @@ class Runtime:
             released = writer.commit() if writer.pending else None
         return Recovered(clean, suspects, released)
 
-    def resume(self, recovered: Recovered) -> None:
+    def dispatch(self, recovered: Recovered) -> None:
         """Hand what :meth:`recover` found to the scheduler."""
         for run, token_id in recovered.clean:
             self.scheduler._enqueue(run, token_id)
