@@ -190,7 +190,7 @@ def serve_metrics(engine: Engine, port: int, addr: str = "127.0.0.1") -> Metrics
     UsageError
         When the port cannot be bound, or prometheus_client is not installed.
     """
-    metrics = enable_metrics(engine)
+    metrics = enable_metrics(engine.runtime)
     from prometheus_client import start_http_server
 
     try:
@@ -205,7 +205,7 @@ def serve_metrics(engine: Engine, port: int, addr: str = "127.0.0.1") -> Metrics
 
 def _owner(engine: Engine) -> str:
     """The engine's lease owner id (``host:pid:nonce``)."""
-    return engine._writer.owner.name
+    return engine.runtime.writer.owner.name
 
 
 @contextmanager

@@ -56,7 +56,8 @@ def test_health_is_503_with_a_problem_when_the_store_does_not_answer(tmp_path: P
             assert up.status_code == 200, up.text
             assert up.json()["workflows"] == {"http-order": [1]}
 
-            engine._store.close()  # the connection is gone, as with a database that went away
+            # the connection is gone, as with a database that went away
+            engine.runtime.store.close()
             down = client.get("/health")
             assert down.status_code == 503, down.text
             assert down.headers["content-type"].startswith("application/problem+json")

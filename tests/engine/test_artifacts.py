@@ -364,9 +364,9 @@ def test_a_job_with_its_artifact_root_pickles(open_engine: OpenEngine, acts: Act
     engine = open_engine(artifacts=root)
     engine.register(wf.Workflow("j").start_with("make"))
     run = engine.start("j", {"n": 1})
-    state = engine._state(run.id)
+    state = engine.runtime.state(run.id)
     [token] = list(state.tokens)
-    job = engine._scheduler.make_job(state, token)
+    job = engine.runtime.scheduler.make_job(state, token)
     assert job is not None and job.artifacts == root
     shipped = dataclasses.replace(job.travelling(), function=None)  # type: ignore[arg-type]
     back = pickle.loads(pickle.dumps(shipped))
@@ -427,15 +427,16 @@ def test_an_attempt_on_another_process_stores_and_loads_through_the_root(
 def _attempt_elsewhere(pool: Any, engine: wf.Engine, run: wf.Run, node: str) -> Any:
     """Run the ready step ``node`` of ``run`` on the pool's process, as an executor on other
     processes does (the job travels pickled), and hand its result to the engine."""
-    with engine._writer.lock:  # held by this engine (on PostgreSQL a new run waits for a claim)
-        engine._writer.take(run.id)
-    state = engine._state(run.id)
+    # held by this engine (on PostgreSQL a new run waits for a claim)
+    with engine.runtime.writer.lock:
+        engine.runtime.writer.take(run.id)
+    state = engine.runtime.state(run.id)
     token = next(t for t, tok in state.tokens.items() if tok["node"] == node)
-    job = engine._scheduler.make_job(state, token)
+    job = engine.runtime.scheduler.make_job(state, token)
     assert job is not None
     shipped = pickle.dumps(dataclasses.replace(job.travelling(), function=None))  # type: ignore[arg-type]
     result = pool.submit(artifact_child.attempt, shipped, node).result(120)
-    engine._scheduler.process([result])
+    engine.runtime.scheduler.process([result])
     return result
 
 

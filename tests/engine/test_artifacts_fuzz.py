@@ -243,7 +243,8 @@ def _load(world: World, how: str, ref: Any) -> Any:
     from wfkit.engine.artifact_records import CarriedRecords
     from wfkit.engine.artifacts import load_artifact
 
-    carried = engine._artifact_records.carry([json.dumps(ref, default=str)], (), world.run.id)
+    records = engine.runtime.artifact_records
+    carried = records.carry([json.dumps(ref, default=str)], (), world.run.id)
     return load_artifact(ref, engine.artifacts, carried or CarriedRecords(), world.run.id)
 
 

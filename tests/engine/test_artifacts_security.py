@@ -486,9 +486,9 @@ def test_an_attempt_on_another_process_loads_only_the_references_its_job_carries
     assert engine.signal("go", "k", {}) is True
     mine = run.outputs["make2"]
     # the job of 'use' as it travels to a Dask worker, run there by hand
-    state = engine._state(run.id)
+    state = engine.runtime.state(run.id)
     [token] = [t for t, tok in state.tokens.items() if tok["node"] == "use"]
-    job = engine._scheduler.make_job(state, token)
+    job = engine.runtime.scheduler.make_job(state, token)
     assert job is not None
     shipped = pickle.loads(pickle.dumps(dataclasses.replace(job.travelling(), function=None)))
     assert set(shipped.records.records) == {mine[ARTIFACT_KEY]}  # the other run's is refused

@@ -110,6 +110,6 @@ def test_an_engine_without_the_activity_leaves_the_run_to_one_that_has_it(
     assert full.run(run.id).result(timeout=20) == {}
     assert acts.names() == ["a", "b"]
     assert jobs(full, run.id) == []  # the blocked row the other engine wrote is gone
-    assert lacking._scheduler.running  # it kept running workers all along
+    assert lacking.runtime.scheduler.running  # it kept running workers all along
     lacking.stop()
     full.stop()

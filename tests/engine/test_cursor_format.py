@@ -190,7 +190,7 @@ def write_rows(engine: wf.Engine, status: str) -> None:
         for seq, at, kind, node, token, attempt, started, out, d in EVENTS
     ]
     steps = [(RUN, "saga-1", n, t, c, pos, "done", at) for n, t, c, pos, at in SAGA_STEPS]
-    engine._store.write(
+    engine.runtime.store.write(
         [
             Statement("copy_wf_instances", [(*instance, T0, T1, None, None, None, None)]),
             Statement("copy_wf_events", events),
@@ -245,7 +245,7 @@ def test_a_run_written_in_format_1_is_taken_up_and_unwinds_to_its_end(
         ("charge", {"paid": "a"}),
         ("reserve", {"hold": "H1"}),
     ]
-    state = json.loads(engine._store.query("run_row", [RUN])[0][7])
+    state = json.loads(engine.runtime.store.query("run_row", [RUN])[0][7])
     assert state["v"] == 2
     assert {e["state"] for e in state["saga"].values()} == {"compensated"}
     assert not any("st" in e for e in state["saga"].values())

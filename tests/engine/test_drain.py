@@ -285,7 +285,7 @@ def test_an_engine_restarted_during_the_drain_finishes_the_end(open_engine, acts
     try:
         wait_until(lambda: draining(run), "the run drains")
         # the engine stops without waiting for the hung attempt (as a killed process would)
-        first._scheduler.stop(timeout=0.2)
+        first.runtime.scheduler.stop(timeout=0.2)
         first.close()
 
         second = open_engine()

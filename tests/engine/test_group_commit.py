@@ -31,7 +31,7 @@ def _one_round(
 ) -> list[Any]:
     """Run ``calls`` on threads whose commands all queue before any of them runs; return what
     each returned or raised, in order. ``early``: calls refused before they queue anything."""
-    scheduler = engine._scheduler
+    scheduler = engine.runtime.scheduler
     out: list[Any] = [None] * len(calls)
 
     def call(i: int) -> None:
@@ -41,7 +41,7 @@ def _one_round(
             out[i] = exc
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
-    with engine._writer.lock:
+    with engine.runtime.writer.lock:
         queued = 0
         for i, thread in enumerate(threads):
             thread.start()
@@ -124,7 +124,7 @@ def test_a_command_that_raises_after_making_a_run_leaves_no_trace(
         engine,
         [
             lambda: engine.start("gc.plain", {}),
-            lambda: engine._scheduler.submit(half_done),
+            lambda: engine.runtime.scheduler.submit(half_done),
         ],
     )
     assert isinstance(answers[0], wf.Run)

@@ -262,7 +262,7 @@ def test_expressions_whose_value_cannot_be_stored_fail_their_step(engine, acts) 
 def _poisoned_rows(engine: wf.Engine, error_of: Callable[[Any], str | None]) -> Iterator[None]:
     """While inside, a checkpoint for which ``error_of(cp)`` gives a text carries it as its first
     event's error (text the store refuses), the way a value the checks missed would."""
-    writer = engine._writer
+    writer = engine.runtime.writer
     original = writer._rows
 
     def rows(cp: Any, new_runs: Any) -> Any:
@@ -327,7 +327,7 @@ def test_hung_attempts_do_not_turn_other_timeouts_into_failures(open_engine, act
         assert quick.status == wf.RunStatus.COMPLETED
         assert quick.outputs["quick"] == {"ran": True}
         assert time.monotonic() - began < 5  # it ran: it did not wait for a free slot
-        assert engine._scheduler.threads.hung == 12
+        assert engine.runtime.scheduler.threads.hung == 12
     finally:
         release.set()
 

@@ -28,7 +28,7 @@ from wfkit.errors import UsageError
 
 
 def scrape(engine: wf.Engine) -> Samples:
-    return samples(generate_latest(enable_metrics(engine).registry).decode())
+    return samples(generate_latest(enable_metrics(engine.runtime).registry).decode())
 
 
 def _flows(acts: Activities) -> tuple[wf.Workflow, wf.Workflow]:
@@ -46,7 +46,7 @@ def _flows(acts: Activities) -> tuple[wf.Workflow, wf.Workflow]:
 def test_counters_and_gauges_follow_the_runs(
     engine: wf.Engine, acts: Activities, clock: wf.ManualClock
 ) -> None:
-    enable_metrics(engine)
+    enable_metrics(engine.runtime)
     waiting, failing = _flows(acts)
     engine.register(waiting)
     engine.register(failing)
@@ -87,12 +87,12 @@ def test_two_engines_keep_their_own_registries(
     first = open_engine()
     acts.noop("m.one")
     first.register(wf.Workflow("one", version=1).start_with("m.one"))
-    first_metrics = enable_metrics(first)
-    assert enable_metrics(first) is first_metrics  # enabled once
+    first_metrics = enable_metrics(first.runtime)
+    assert enable_metrics(first.runtime) is first_metrics  # enabled once
     first.start("one", {})
     first.run_until_idle()
     with wf.Engine(tmp_path / "other.duckdb", registry=acts.registry) as second:
-        second_metrics = enable_metrics(second)
+        second_metrics = enable_metrics(second.runtime)
         assert second_metrics.registry is not first_metrics.registry
         second.register(wf.Workflow("one", version=1).start_with("m.one"))
         for _ in range(3):
@@ -109,7 +109,7 @@ def test_an_engine_without_metrics_counts_nothing(engine: wf.Engine, acts: Activ
     engine.register(wf.Workflow("one", version=1).start_with("m.one"))
     engine.start("one", {})
     engine.run_until_idle()
-    assert engine._scheduler.metrics is None and engine._writer.metrics is None
+    assert engine.runtime.scheduler.metrics is None and engine.runtime.writer.metrics is None
     # enabled later: counters start from there, the store gauges see every run
     found = scrape(engine)
     assert at(found, "wfkit_steps_completed_total", workflow="one", activity="m.one") == 0

@@ -519,8 +519,9 @@ def test_a_sender_that_found_the_wait_before_another_sender_won_it_gets_false() 
             run = first.start("mp.gate", {"key": "g"})
             first.run_until_idle()  # up to the wait (no activity before it); parked: released
             assert [w.key for w in first.waiting()] == ["g"]
-            with first._writer.lock:
-                first._writer.take(run.id)  # held, as by a sender in the middle of its delivery
+            # held, as by a sender in the middle of its delivery
+            with first.runtime.writer.lock:
+                first.runtime.writer.take(run.id)
             answers: dict[str, object] = {}
 
             def send_late() -> None:

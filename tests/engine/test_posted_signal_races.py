@@ -26,7 +26,7 @@ def _shared_only(db_path: Any) -> str:
 
 def _taken_meanwhile(engine: wf.Engine, url: str) -> list[str]:
     """Make every posted signal the engine reads vanish before its commit (taken elsewhere)."""
-    writer = engine._writer
+    writer = engine.runtime.writer
     read = writer._take_posted
     taken: list[str] = []
 

@@ -224,9 +224,9 @@ def test_bad_queues_are_refused_and_start_no_worker(
     engine = open_engine()
     with pytest.raises(wf.UsageError, match=message):
         engine.start_workers(2, queues=queues)
-    assert not engine._scheduler.running
+    assert not engine.runtime.scheduler.running
     engine.start_workers(1, queues=["gpu"])  # a good call afterwards works
-    assert engine._scheduler.queues == {"gpu"}
+    assert engine.runtime.scheduler.queues == {"gpu"}
 
 
 def test_an_engine_has_one_pool_a_second_start_is_refused(
@@ -238,7 +238,7 @@ def test_an_engine_has_one_pool_a_second_start_is_refused(
     engine.start_workers(1, queues=["default"])
     with pytest.raises(wf.UsageError, match=r"already running \(serving \['default'\]\)"):
         engine.start_workers(1, queues=["gpu"])
-    assert engine._scheduler.queues == {"default"}  # the pool it had is unchanged
+    assert engine.runtime.scheduler.queues == {"default"}  # the pool it had is unchanged
     engine.stop()
     engine.start_workers(1, queues=["default", "gpu"])
     assert engine.start("w", {}).result(timeout=15) == {}
@@ -337,7 +337,7 @@ def test_a_run_handed_over_reaches_an_engine_that_backed_off_from_it_before(
     here.register(flow)
     there.start_workers(1, queues=["gpu"])
     run = here.start("w", {})
-    leases = there._writer.owner.leases  # type: ignore[attr-defined]
+    leases = there.runtime.writer.owner.leases  # type: ignore[attr-defined]
     assert eventually(lambda: run.id in leases.backoff and instance(here, run.id)[0] is None)
 
     here.start_workers(1, queues=["default"])
@@ -369,7 +369,7 @@ def test_a_run_no_engine_can_advance_stays_with_the_engines_of_its_queue(
     while time.monotonic() < deadline:
         owners.add(instance(full, run.id)[0])
         time.sleep(0.01)
-    assert gpu._writer.owner.name not in owners
+    assert gpu.runtime.writer.owner.name not in owners
     assert acts.names() == []
 
     served = open_engine(clock=None)

@@ -249,7 +249,7 @@ def test_bad_points_and_unknown_runs_are_refused(engine, acts) -> None:
             run.data_at(bad)  # type: ignore[arg-type]
         with pytest.raises(wf.UsageError, match="pass a seq between"):
             run.node_statuses_at(bad)  # type: ignore[arg-type]
-    ghost = wf.Run(engine, "no-such-run")  # a stale handle (engine.run refuses the id)
+    ghost = wf.Run(engine.runtime, "no-such-run")  # a stale handle (engine.run refuses the id)
     with pytest.raises(wf.UsageError, match="no-such-run"):
         ghost.checkpoints()
     with pytest.raises(wf.UsageError, match="no-such-run"):

@@ -75,7 +75,7 @@ def test_a_call_starts_the_child_with_mapped_input_and_records_lineage_both_ways
     ) == [("call-payment", "call", "payment", child.id)]
     assert rows(engine, f"SELECT * FROM wf_jobs WHERE run_id = '{run.id}'") == []
     assert rows(engine, f"SELECT * FROM wf_timers WHERE run_id = '{run.id}'") == []
-    assert run.id not in engine._writer.runs  # a parked caller leaves memory
+    assert run.id not in engine.runtime.writer.runs  # a parked caller leaves memory
     assert f"waiting at 'call-payment' for child run {child.id} of 'payment'" in run.explain()
     assert run.node_statuses()["call-payment"] == "waiting"
 
@@ -398,7 +398,7 @@ def test_an_ended_child_cannot_be_resumed_again_by_a_late_wake(engine, acts) -> 
 
     # a wake for the call that arrives after the caller moved on (as one written by another
     # engine process would) changes nothing
-    writer = engine._writer
+    writer = engine.runtime.writer
     with writer.lock:
         writer.fire_timer(engine.clock.now(), run.id, token, "call")
         writer.commit()

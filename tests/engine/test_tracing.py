@@ -349,7 +349,7 @@ def test_no_tracing_without_opentelemetry(tmp_path: Path) -> None:
         engine.register(wf.Workflow("w").start_with("a"))
         run = engine.start("w", {{}})
         engine.run_until_idle()
-        print(run.status.value, run.data, engine._writer.tracing)
+        print(run.status.value, run.data, engine.runtime.writer.tracing)
         try:
             wf.Engine(":memory:", tracer_provider=object())
         except wf.UsageError as exc:
@@ -411,7 +411,7 @@ def test_a_provider_that_records_nothing_keeps_nothing_of_ended_runs(open_engine
     runs = [engine.start("quiet", {}) for _ in range(20)]
     engine.run_until_idle()
     assert {run.status for run in runs} == {wf.RunStatus.COMPLETED}
-    tracing = engine._writer.tracing
+    tracing = engine.runtime.writer.tracing
     assert tracing is not None
     assert (tracing._ended, tracing._created, tracing._live, tracing._new) == ({}, {}, {}, {})
     assert not any(tracing._parents.get(run.id) for run in runs)

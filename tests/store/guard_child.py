@@ -80,7 +80,7 @@ def main() -> None:
             break
     if args.then_delete_wal_and_check:
         os.remove(wal)
-        engine._store.check()
+        engine.runtime.store.check()
     os._exit(0)
 
 

@@ -196,7 +196,7 @@ def _mark_and_count(engine: wf.Engine) -> tuple[int, int]:
     """The count the commit mark holds, and the count the file holds."""
     engine.sql("SELECT 1")  # summaries written first (a commit of their own)
     mark = Path(f"{engine.target}.commits").read_bytes().split()[1]
-    held = engine._store.sql(  # (engine.sql would write summaries again)
+    held = engine.runtime.store.sql(  # (engine.sql would write summaries again)
         "SELECT (SELECT count(*) FROM wf_events) + (SELECT tally FROM wf_store_tally)"
     ).fetchall()[0][0]
     return int(mark), held
@@ -288,7 +288,7 @@ def test_a_deleted_database_refuses_every_later_write(db: Path, engine: wf.Engin
         with pytest.raises(wf.StoreError, match="was deleted while this engine had it open"):
             engine.start("guard.flow", {})
     with pytest.raises(StoreBroken, match=r"restore runs\.duckdb from a backup"):
-        engine._store.check()
+        engine.runtime.store.check()
 
     engine.close()  # closes without a word: there is nothing to write to
     assert sorted(p.name for p in db.parent.iterdir()) == ["runs.duckdb.commits"]

@@ -25,7 +25,7 @@ def install_metrics(app: FastAPI, engine: Engine) -> None:
     engine keeps no counters.
     """
     try:
-        enable_metrics(engine)
+        enable_metrics(engine.runtime)
         missing = ""
     except UsageError as exc:
         missing = str(exc)
@@ -35,5 +35,5 @@ def install_metrics(app: FastAPI, engine: Engine) -> None:
         """The metrics of the engine this server serves (Prometheus text format)."""
         if missing:
             return Response(missing + "\n", status_code=501, media_type="text/plain")
-        body, content_type = enable_metrics(request.app.state.engine).exposition()
+        body, content_type = enable_metrics(request.app.state.engine.runtime).exposition()
         return Response(body, media_type=content_type)

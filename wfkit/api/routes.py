@@ -155,7 +155,7 @@ def health(engine: EngineDep, request: Request) -> Health:
     then): the server's log says why.
     """
     try:
-        engine._store.check()  # the file is still the one opened, and answers a query
+        engine.runtime.store.check()  # the file is still the one opened, and answers a query
     except StoreBroken as exc:
         log.error("health check: %s", exc)
         raise ApiProblem(

@@ -28,7 +28,7 @@ from wfkit.store.base import Statement
 if TYPE_CHECKING:
     from wfkit.definition.workflow import Workflow
     from wfkit.engine.flows import CompiledFlow
-    from wfkit.engine.scheduler import Scheduler
+    from wfkit.engine.runtime import Runtime
     from wfkit.engine.writer import Writer
     from wfkit.store.base import Store
 
@@ -199,13 +199,10 @@ def _unknown(known: dict[str, dict[int, Any]], workflow_id: str, version: int) -
 
 
 class Admission:
-    """The engine's admission commands (mixed into :class:`~wfkit.engine.engine.Engine`)."""
+    """The engine's admission commands, over the engine's :class:`Runtime`."""
 
-    _gate: Gate
-    _writer: Writer
-    _scheduler: Scheduler
-    _store: Store
-    _latest: dict[str, dict[int, CompiledFlow]]
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
 
     def add_admission_policy(self, fn: AdmissionPolicy) -> AdmissionPolicy:
         """Ask ``fn(workflow, data, actor)`` before every run is admitted.
@@ -237,12 +234,12 @@ class Admission:
         ...     print(exc.reasons)
         ['amount is over 1000']
         """
-        self._gate.add(fn)
+        self._rt.definitions.gate.add(fn)
         return fn
 
     def remove_admission_policy(self, fn: AdmissionPolicy) -> None:
         """Stop asking ``fn``; ``UsageError`` when it was never added."""
-        self._gate.remove(fn)
+        self._rt.definitions.gate.remove(fn)
 
     def deactivate(self, workflow_id: str, version: int) -> None:
         """Refuse new runs of ``workflow_id`` ``version``; its runs in flight finish.
@@ -257,8 +254,8 @@ class Admission:
         UsageError
             For a workflow or version that is not registered.
         """
-        self._scheduler.refuse_in_block("engine.deactivate()")
-        self._gate.set_active(self._writer, workflow_id, version, False)
+        self._rt.scheduler.refuse_in_block("engine.deactivate()")
+        self._rt.definitions.gate.set_active(self._rt.writer, workflow_id, version, False)
 
     def activate(self, workflow_id: str, version: int) -> None:
         """Take new runs of ``workflow_id`` ``version`` again (the opposite of deactivate).
@@ -268,28 +265,19 @@ class Admission:
         UsageError
             For a workflow or version that is not registered.
         """
-        self._scheduler.refuse_in_block("engine.activate()")
-        self._gate.set_active(self._writer, workflow_id, version, True)
+        self._rt.scheduler.refuse_in_block("engine.activate()")
+        self._rt.definitions.gate.set_active(self._rt.writer, workflow_id, version, True)
 
     def definitions(self) -> list[DefinitionInfo]:
         """Every registered workflow version, whether it takes new runs, and when it was
         first registered; ordered by workflow id and version."""
-        if self._store.shared:
-            self._gate.load()
+        if self._rt.store.shared:
+            self._rt.definitions.gate.load()
         first: dict[tuple[str, int], datetime] = {}
-        for wid, version, *_rest, at in self._store.query("definitions"):
+        for wid, version, *_rest, at in self._rt.store.query("definitions"):
             first.setdefault((wid, int(version)), at)
         return [
-            DefinitionInfo(wid, version, self._gate.active(wid, version), at)
+            DefinitionInfo(wid, version, self._rt.definitions.gate.active(wid, version), at)
             for (wid, version), at in sorted(first.items())
-            if version in self._latest.get(wid, {})
+            if version in self._rt.definitions.latest.get(wid, {})
         ]
-
-    def _admissible(self, workflow_id: str, version: int | None) -> int | None:
-        """The version a start asks for: the latest active one when ``version`` is None (None
-        for an unknown workflow: resolving it says so)."""
-        if self._store.shared:
-            self._gate.load()
-        if version is not None or not self._latest.get(workflow_id):
-            return version
-        return self._gate.latest_active(workflow_id)

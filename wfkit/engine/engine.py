@@ -1,102 +1,57 @@
-"""``Engine``: register workflows, start runs, drive them, and answer questions about them."""
+"""``Engine``: register workflows, start runs, drive them, and answer questions about them.
+
+The public face over a :class:`~wfkit.engine.runtime.Runtime` and the collaborators that carry
+the commands (``Operations``, ``Growth``, ``Admission``, ``Retaining``): each public method
+delegates in one line; a command's docstring is its collaborator's.
+"""
 
 from __future__ import annotations
 
-import atexit
-import json
-import logging
-import time
-import uuid
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import Any, TypeVar
 
 from wfkit.definition.activities import ActivityRegistry, default_registry
-from wfkit.definition.durations import parse_duration
-from wfkit.definition.graph import graph_from_data, starts_child_runs
-from wfkit.definition.problems import Severity
-from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD, validate_data
+from wfkit.definition.builder import Steps
+from wfkit.definition.validation import DEFAULT_MAX_PAYLOAD
 from wfkit.definition.workflow import Workflow
-from wfkit.engine.admission import Admission, Gate, refusal
-from wfkit.engine.artifact_records import ArchivedRecords, IssuedRecords
-from wfkit.engine.artifact_root import ArtifactRoot
-from wfkit.engine.artifacts import default_root, load_artifact, root_url
+from wfkit.engine import lifecycle
+from wfkit.engine.admission import Admission, AdmissionPolicy, DefinitionInfo
+from wfkit.engine.artifact_records import ArchivedRecords
+from wfkit.engine.artifacts import load_artifact
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.clock import Clock, SystemClock
-from wfkit.engine.flows import CompiledFlow
+from wfkit.engine.config import EngineConfig
 from wfkit.engine.growth import Growth
-from wfkit.engine.handles import Run, check_known, explain
-from wfkit.engine.logs import LogLine, read_logs
-from wfkit.engine.operations import Operations, refuse_unstorable
-from wfkit.engine.ownership import LeasedOwnership, Ownership, SoleOwnership
+from wfkit.engine.handles import Run, check_known
+from wfkit.engine.operations import Operations
 from wfkit.engine.queues import served_queues
 from wfkit.engine.readiness import check_workers, has_ready_work
-from wfkit.engine.records import Event, RunInfo, RunStatus
-from wfkit.engine.retention import Retaining, Retention, RetentionChore
-from wfkit.engine.scheduler import Scheduler
-from wfkit.engine.state import RunState
-from wfkit.engine.subruns import Subruns
-from wfkit.engine.tracing import open_tracing
+from wfkit.engine.records import RunInfo, RunStatus, WaitInfo
+from wfkit.engine.retention import ArchiveReport, Retaining, Retention
+from wfkit.engine.runtime import Runtime
 from wfkit.engine.transactions import Transaction, start_on_connection
-from wfkit.engine.vocabulary import EventKind
-from wfkit.engine.writer import Writer
-from wfkit.errors import AdmissionError, DefinitionError, StoreError, UsageError
+from wfkit.errors import AdmissionError, UsageError
 from wfkit.store import open_store
-from wfkit.store.base import Statement, StoreBroken
-from wfkit.store.duckdb import holder as duckdb_holder
 from wfkit.store.results import StatementResult
 
 __all__ = ["Engine"]
 
-log = logging.getLogger("wfkit.engine")
-
-DURABILITY = ("step", "batched")
-
-_OPEN: weakref.WeakSet[Engine] = weakref.WeakSet()
-"""Engines not closed yet, closed at interpreter exit (a weak set: it keeps none alive)."""
-_WORKING: set[Engine] = set()
-"""Engines whose workers run: held until they stop, so that an engine the caller no longer
-references (a script's local variable) is still closed at exit rather than torn down under its
-writer thread."""
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _close_at_exit() -> None:
-    """The interpreter exits (a script ended or raised, ``sys.exit``, a notebook kernel or
-    ``wfkit serve`` stops): stop every engine's workers after their current attempts and close
-    its store, before the interpreter tears down the threads that still use it."""
-    for engine in {*_OPEN, *_WORKING}:
-        try:
-            engine.close()
-        except Exception:  # the process is ending: say what went wrong, close the others
-            log.warning("closing %r at exit failed", engine, exc_info=True)
+def _doc(source: Callable[..., Any]) -> Callable[[F], F]:
+    """Give the decorated method the docstring of ``source``, the command it delegates to."""
+
+    def give(method: F) -> F:
+        method.__doc__ = source.__doc__
+        return method
+
+    return give
 
 
-def _replace_older(target: str) -> None:
-    """Close the engine of this process that holds the DuckDB file ``target``, if one does.
-
-    A notebook cell that opens an engine runs again: the new engine replaces the old one rather
-    than fail, and two live engines never write one file. The old engine's workers stop after
-    their current attempts first, as on ``close()``; later calls on it say it was replaced.
-    """
-    if target.startswith(("postgresql://", "postgres://")):
-        return  # engines share a PostgreSQL database through leases
-    held = duckdb_holder(target)
-    older = next((e for e in list(_OPEN) if e._store is held and not e._closed), None)
-    if held is None or older is None:
-        return  # free, or held by something that is no engine: the store says so
-    log.info("a new engine on %r replaces the one this process had open on it", target)
-    held.closed_reason = (
-        f"a newer wf.Engine({target!r}) replaced this engine at "
-        f"{time.strftime('%H:%M:%S')} (the cell that opens it ran again?); use the newer "
-        "engine, and make the widgets that held this one again with it"
-    )
-    older.close()
-
-
-class Engine(Operations, Growth, Admission, Retaining):
+class Engine:
     """The durable engine: runs workflows on a DuckDB file (``":memory:"`` for scratch).
 
     Parameters
@@ -189,80 +144,53 @@ class Engine(Operations, Growth, Admission, Retaining):
         accept_lost_commits: bool = False,
     ) -> None:
         check_workers(workers)
-        if durability not in DURABILITY:
-            raise UsageError(
-                f"durability must be one of {', '.join(map(repr, DURABILITY))}, not "
-                f"{durability!r}: 'step' makes every checkpoint durable before the next step "
-                "starts; 'batched' writes a running run's checkpoints every few milliseconds"
-            )
-        self.durability = durability
+        config = EngineConfig.of(
+            target,
+            durability=durability,
+            lease=lease,
+            drain_timeout=drain_timeout,
+            batch_size=batch_size,
+            max_payload=max_payload,
+            artifacts=artifacts,
+            artifacts_shared=artifacts_shared,
+            executor=executor,
+            tracer_provider=tracer_provider,
+        )
         policy = None if retention is None else Retention.of(retention)
-        self.target = str(target)
+        self.durability = durability
+        self.target = config.target
         self.clock: Clock = clock or SystemClock()
         self.registry = registry if registry is not None else default_registry
         self.max_payload = max_payload
-        self.artifacts = default_root(self.target) if artifacts is None else root_url(artifacts)
-        _replace_older(self.target)
-        self._store = open_store(self.target, accept_lost_commits=accept_lost_commits)
+        self.artifacts: str = config.artifacts or ""
+        lifecycle.replace_older(self.target)
+        store = open_store(self.target, accept_lost_commits=accept_lost_commits)
         try:
-            owner: Ownership = (
-                LeasedOwnership(self._store, self.clock.now, parse_duration(lease))
-                if self._store.shared  # many engine processes may advance this database's runs
-                else SoleOwnership(self._store)
-            )
-            self._writer = Writer(self._store, self.clock.now, owner)
-            self._writer.drain_timeout = parse_duration(drain_timeout)
-            self._writer.durability = durability
-            self._writer.tracing = open_tracing(tracer_provider)
-            if self._writer.tracing is not None:
-                self._writer.tracing.store, self._writer.tracing.queue_of = (
-                    self._store,
-                    (self.registry.queue_of),
-                )
-            self._scheduler = Scheduler(self._writer, self.clock, self.registry, batch_size)
-            self._scheduler.max_payload = max_payload
-            self._scheduler.artifacts = self.artifacts
-            self._artifact_root = ArtifactRoot(self.artifacts)
-            self._artifact_records = IssuedRecords(self._store, shared=artifacts_shared)
-            self._scheduler.records = self._artifact_records
-            if executor is not None:  # a wf.DaskExecutor: the attempts it takes run on its cluster
-                executor.registry = self.registry
-                self._scheduler.executor = executor
-            self._writer.binder = self.registry.get
-            self._writer.subruns = Subruns(self._writer, self._resolve_call, self._admit)
-            self._latest: dict[str, dict[int, CompiledFlow]] = {}
-            # runs' own graphs grown by append(): (id, version, hash) -> the registered hash
-            self._grown: dict[tuple[str, int, str], str] = {}
-            self._gate = Gate(self._store, self._latest)
-            self._closed = False
-            self._load_definitions()
-            self._writer.reload_flows = self._load_definitions
-            with self._writer.lock:
-                ready = self._writer.recover()
-                # a step ready after a restart may have been running when the process died, unless
-                # the last engine closed with nothing of the run running
-                clean = [(run, t) for run, t in ready if run.closed]
-                suspects = self._writer.take_up([(run, t) for run, t in ready if not run.closed])
-                self._writer.reopened({run.run_id: run for run, _ in clean}.values())
-                released = self._writer.commit() if self._writer.pending else None
+            self._rt = Runtime(config, self.clock, self.registry, store)
+            recovered = self._rt.recover()
         except BaseException:
-            self._store.close()  # the file stays free: a damaged store says so once
+            store.close()  # the file stays free: a damaged store says so once
             raise
-        for run, token_id in clean:
-            self._scheduler._enqueue(run, token_id)
-        _OPEN.add(self)
-        # exit hooks run last registered first: registered again after the store is open, so
-        # that the engine closes before the database client's own exit hook (DuckDB's interrupts
-        # the queries still running, which the writer thread may be in)
-        atexit.unregister(_close_at_exit)
-        atexit.register(_close_at_exit)
-        if released is not None:
-            self._scheduler.release(released)
-        self._scheduler.suspect(suspects)
+        self._ops = self._rt.operations
+        self._growth = Growth(self._rt)
+        self._admission = Admission(self._rt)
+        self._retention = Retaining(self._rt)
+        lifecycle.opened(self)
+        self._rt.dispatch(recovered)
         if policy is not None:
-            self._retain(policy)
+            try:
+                self._retention.keep(policy)
+            except BaseException:
+                self.close()
+                raise
         if workers is not None:
             self.start_workers(threads=workers)
+
+    @property
+    def runtime(self) -> Runtime:
+        """The engine's parts, for wfkit's own layers (the worker, the HTTP API, the widgets):
+        not a stable API of its own."""
+        return self._rt
 
     def load_artifact(self, ref: Any, *, archive: str | Path | None = None) -> Any:
         """The value of an artifact this engine stored, for any of its runs (what ``ctx.load``
@@ -292,54 +220,17 @@ class Engine(Operations, Growth, Admission, Retaining):
             matching its record), or the artifact is missing or was changed since it was
             stored; the message names the reference.
         """
-        records = self._artifact_records if archive is None else ArchivedRecords(archive)
-        return load_artifact(ref, self._artifact_root, records)
-
-    def _load_for(self, run_id: str, ref: Any) -> Any:
-        """``run.load(ref)``: an artifact of run ``run_id`` or of its family."""
-        return load_artifact(ref, self._artifact_root, self._artifact_records, run_id)
-
-    def _retain(self, policy: Retention) -> None:
-        """Apply ``policy`` once now, then from the writer's rounds."""
-        try:
-            chore = RetentionChore(policy, self._writer, self.clock, self.artifacts)
-        except BaseException:
-            self.close()
-            raise
-        with self._writer.lock:
-            chore.run_all()
-        self._scheduler.chore = chore
+        records = self._rt.artifact_records if archive is None else ArchivedRecords(archive)
+        return load_artifact(ref, self._rt.artifact_root, records)
 
     # --- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop workers, write summaries and release the database file."""
-        if self._closed:
+        if self._rt.closed:
             return
-        self._scheduler.refuse_in_block("engine.close()")
-        self._scheduler.stop()
-        try:
-            self._writer.flush_summaries()
-            if not self._writer.owner.shared:  # the next engine on the file takes the runs up
-                self._writer.mark_closed(self._scheduler.attempts_running())
-        except StoreBroken:
-            pass  # its file is gone (the log said so when it went): there is nothing to write to
-        except StoreError as exc:  # e.g. a full disk: the store is released all the same
-            log.warning(
-                "closing %r: the runs' summary rows could not be written (%s); the next engine "
-                "on it works them out from their events",
-                self.target,
-                exc,
-            )
-        self._scheduler.release_all()
-        if self._writer.tracing is not None:
-            self._writer.tracing.close(self.clock.now())
-        self._store.close()
-        self._closed = True
-        reason = getattr(self._store, "closed_reason", "engine.close() closed it")
-        self._scheduler.closed_reason = f"the engine on {self.target!r} is closed: {reason}"
-        _OPEN.discard(self)
-        _WORKING.discard(self)
+        self._rt.close()
+        lifecycle.forget(self, closed=True)
 
     def __enter__(self) -> Engine:
         return self
@@ -348,25 +239,9 @@ class Engine(Operations, Growth, Admission, Retaining):
         self.close()
 
     def __repr__(self) -> str:
-        return f"Engine({self.target!r}, {len(self._latest)} workflows)"
+        return repr(self._rt)
 
     # --- definitions --------------------------------------------------------------------------
-
-    def _load_definitions(self) -> None:
-        for wid, version, digest, registered in self._store.query("grown_definitions"):
-            self._grown[(wid, version, digest)] = registered
-        for wid, version, digest, graph_json, model_path, _at in self._store.query("definitions"):
-            if (wid, version, digest) in self._writer.flows:
-                continue
-            data = json.loads(graph_json)
-            try:
-                workflow = Workflow.from_data(data, allow_imports=True)  # own store
-            except DefinitionError:
-                log.warning("data model %s of %s v%s cannot be imported", model_path, wid, version)
-                workflow = Workflow(wid, version, None, graph=graph_from_data(data["graph"]))
-            flow = self._writer.add_flow(workflow)
-            if (wid, version, digest) not in self._grown:  # a run's own graph is no version
-                self._latest.setdefault(wid, {})[version] = flow
 
     def register(self, workflow: Workflow) -> Workflow:
         """Validate ``workflow`` and store it under ``(id, version)``.
@@ -380,111 +255,21 @@ class Engine(Operations, Growth, Admission, Retaining):
         DefinitionError
             With every problem, when the workflow is invalid or its version is taken.
         """
-        self._scheduler.refuse_in_block("engine.register()")
-        if self._store.shared and starts_child_runs(workflow.graph):
-            self._load_definitions()  # a called workflow another engine registered counts
-        registered = {
-            wid: {v: flow.data_model for v, flow in versions.items()}
-            for wid, versions in self._latest.items()
-        }
-        errors = [
-            p
-            for p in workflow.validate(registry=self.registry, workflows=registered)
-            if p.severity == Severity.ERROR
-        ]
-        if errors:
-            raise DefinitionError.from_problems(
-                f"Workflow {workflow.id!r} v{workflow.version}", errors
-            )
-        digest = workflow.content_hash
-        known = self._latest.get(workflow.id, {}).get(workflow.version)
-        if known is not None and known.hash == digest:
-            return workflow
-        with self._writer.lock:
-            in_flight = self._store.query(
-                "runs_in_flight", [workflow.id, workflow.version, digest]
-            )[0][0]
-            if in_flight:
-                latest = max(self._latest.get(workflow.id, {workflow.version: None}))
-                raise DefinitionError(
-                    f"Workflow {workflow.id!r} v{workflow.version} has {in_flight} runs in flight "
-                    f"and its graph changed; register it as version {latest + 1} (in-flight runs "
-                    f"finish on v{workflow.version})"
-                )
-            snapshot = workflow.copy()
-            key = (workflow.id, workflow.version, digest)
-            # a graph first stored as a run's grown graph (append) becomes the version's graph
-            grown = self._grown.pop(key, None) is not None
-            if key not in self._writer.flows or grown:
-                self._store.write(
-                    [
-                        Statement(
-                            "insert_definition",
-                            [
-                                (
-                                    workflow.id,
-                                    workflow.version,
-                                    digest,
-                                    snapshot.to_json(),
-                                    snapshot.to_data()["data_model"],
-                                    self.clock.now(),
-                                )
-                            ],
-                        ),
-                        Statement("register_grown_definition", [key] if grown else []),
-                    ]
-                )
-            flow = self._writer.add_flow(snapshot)
-            self._latest.setdefault(workflow.id, {})[workflow.version] = flow
-        return workflow
+        return self._rt.definitions.register(workflow)
 
     def definition(self, workflow_id: str, version: int | None = None) -> Workflow:
         """The registered workflow (the latest version unless ``version`` is given)."""
         try:
-            return self._resolve(workflow_id, version).workflow
+            return self._rt.definitions.resolve(workflow_id, version).workflow
         except AdmissionError as exc:
             raise UsageError(str(exc)) from None
 
     def workflows(self) -> dict[str, list[int]]:
         """Registered workflow ids and their versions, active or not (:meth:`definitions`
         says which versions take new runs)."""
-        return {wid: sorted(versions) for wid, versions in sorted(self._latest.items())}
-
-    def _resolve(self, workflow_id: str, version: int | None) -> CompiledFlow:
-        versions = self._latest.get(workflow_id)
-        if not versions:
-            known = ", ".join(sorted(self._latest)) or "none"
-            raise AdmissionError(
-                f"no workflow {workflow_id!r} is registered (registered: {known}); "
-                "call engine.register(flow) first",
-                [f"unknown workflow {workflow_id!r}"],
-            )
-        chosen = max(versions) if version is None else version
-        if chosen not in versions:
-            raise AdmissionError(
-                f"workflow {workflow_id!r} has no version {version} (versions: "
-                f"{', '.join(map(str, sorted(versions)))}); pick one of those",
-                [f"unknown version {version}"],
-            )
-        return versions[chosen]
-
-    def _resolve_call(self, workflow_id: str, version: int | None) -> CompiledFlow:
-        """The workflow a call node starts: on a shared store another engine may have
-        registered it (or a later version) since this one loaded the definitions."""
-        known = self._latest.get(workflow_id, {})
-        if self._store.shared and (version is None or version not in known):
-            # (a pinned version this engine knows resolves the same whatever else was added)
-            latest = self._store.query("latest_definition_version", [workflow_id])[0][0]
-            if latest is not None and (version is not None or latest not in known):
-                self._load_definitions()
-        return self._startable(workflow_id, version)  # as for a start
-
-    def _startable(self, workflow_id: str, version: int | None) -> CompiledFlow:
-        """The flow a new run starts on: ``version``, else the latest active one;
-        AdmissionError for an unknown workflow or version, or a deactivated one."""
-        flow = self._resolve(workflow_id, self._admissible(workflow_id, version))
-        self._gate.check_active(flow)
-        return flow
+        return {
+            wid: sorted(versions) for wid, versions in sorted(self._rt.definitions.latest.items())
+        }
 
     # --- starting runs ------------------------------------------------------------------------
 
@@ -542,11 +327,11 @@ class Engine(Operations, Growth, Admission, Retaining):
         """Admit many runs of one workflow in one transaction (all or none); ``connection``
         as in :meth:`start`."""
         if connection is not None:
-            return start_on_connection(self, connection, workflow_id, documents, version, actor)
-        admit = self._admission(workflow_id, documents, version, actor)
-        ids = self._scheduler.submit(admit)
-        self._scheduler.wake()  # on a shared store the new runs wait to be claimed
-        return [Run(self, run_id) for run_id in ids]
+            return start_on_connection(self._rt, connection, workflow_id, documents, version, actor)
+        admit = self._rt.definitions.admission(workflow_id, documents, version, actor)
+        ids = self._rt.scheduler.submit(admit)
+        self._rt.scheduler.wake()  # on a shared store the new runs wait to be claimed
+        return [Run(self._rt, run_id) for run_id in ids]
 
     async def start_async(
         self,
@@ -558,10 +343,10 @@ class Engine(Operations, Growth, Admission, Retaining):
     ) -> Run:
         """:meth:`start` for asyncio code: awaits the durable commit without blocking the loop
         (nor holding a thread while workers run)."""
-        admit = self._admission(workflow_id, [data], version, actor)
-        ids = await self._scheduler.submit_async(admit)
-        self._scheduler.wake()
-        return Run(self, ids[0])
+        admit = self._rt.definitions.admission(workflow_id, [data], version, actor)
+        ids = await self._rt.scheduler.submit_async(admit)
+        self._rt.scheduler.wake()
+        return Run(self._rt, ids[0])
 
     def transaction(self) -> Transaction:
         """A transaction on the engine's database for your rows and new runs together.
@@ -583,66 +368,7 @@ class Engine(Operations, Growth, Admission, Retaining):
         Transaction
             Use it as a context manager, on the thread that opened it.
         """
-        return Transaction(self)
-
-    def _admission(
-        self, workflow_id: str, documents: Iterable[Any], version: int | None, actor: str | None
-    ) -> Callable[[Writer], list[str]]:
-        """Check documents before anything is queued (AdmissionError writes nothing); return
-        the command that adds the runs to the writer's batch."""
-        self._scheduler.refuse_closed()
-        flow = self._startable(workflow_id, version)
-        refuse_unstorable(AdmissionError, f"starting {workflow_id!r}", actor=actor)
-        docs = [self._admit(flow, d, actor) for d in documents]
-        texts = [json.dumps(doc, separators=(",", ":")) for doc in docs]
-        caller = self._writer.tracing.current() if self._writer.tracing else None
-
-        def admit(writer: Writer) -> list[str]:
-            self._gate.check_active(flow)  # a deactivate committed since the check above wins
-            ids: list[str] = []
-            for doc, text in zip(docs, texts, strict=True):
-                run = RunState(uuid.uuid4().hex[:16], flow, doc)
-                writer.add_instance(run, text, actor, caller=caller)
-                cp = writer.checkpoint(run, actor)
-                detail = {"workflow": flow.id, "version": flow.version}
-                cp.event(EventKind.RUN_STARTED, detail=detail)
-                cp.spawn(flow.start, [])
-                ids.append(run.run_id)
-            return ids
-
-        return admit
-
-    def _admit(self, flow: CompiledFlow, data: Any, actor: str | None = None) -> dict[str, Any]:
-        """The document as admitted; ``AdmissionError`` with the model's errors and then every
-        admission policy's reasons (policies see the data as given when the model refused it)."""
-        model = flow.data_model
-        if data is None:
-            data = {}
-        problems = validate_data(data, model, max_payload=self.max_payload)
-        doc: dict[str, Any] | None = None
-        if problems:
-            reasons = [p.message for p in problems]
-        elif model is not None:
-            source = data.model_dump() if isinstance(data, BaseModel) else data
-            doc = model.model_validate(source).model_dump(mode="json")
-        elif isinstance(data, BaseModel):
-            doc = data.model_dump(mode="json")
-        elif not isinstance(data, dict):
-            raise AdmissionError(
-                f"run of {flow.id!r} refused: the data document must be a JSON object (a dict), "
-                f"got {type(data).__name__}; wrap it, e.g. {{'value': ...}}",
-                ["data is not an object"],
-            )
-        else:
-            doc = json.loads(json.dumps(data))
-        if doc is not None:
-            reasons = self._gate.reasons(flow.workflow, doc, actor)
-        else:
-            given = data.model_dump() if isinstance(data, BaseModel) else data
-            reasons += self._gate.reasons(flow.workflow, given, actor)
-        if reasons or doc is None:
-            raise refusal(flow, reasons)
-        return doc
+        return Transaction(self._rt)
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -651,9 +377,7 @@ class Engine(Operations, Growth, Admission, Retaining):
 
         With ``timeout`` (seconds) it also waits for timers due within that time (real clock).
         """
-        self._scheduler.refuse_in_block("engine.run_until_idle()")
-        self._scheduler.refuse_closed()
-        self._scheduler.run_until_idle(timeout)
+        self._rt.run_until_idle(timeout)
 
     def start_workers(self, threads: int = 4, queues: Iterable[str] | None = None) -> None:
         """Run steps on ``threads`` background threads (plus one writer thread).
@@ -676,22 +400,22 @@ class Engine(Operations, Growth, Admission, Retaining):
             ``threads`` below 1, or for ``queues`` that is a bare string, empty, or holds a
             name that is not a non-empty string.
         """
-        self._scheduler.refuse_in_block("engine.start_workers()")
-        self._scheduler.refuse_closed()
+        self._rt.scheduler.refuse_in_block("engine.start_workers()")
+        self._rt.scheduler.refuse_closed()
         served = served_queues(queues)
-        self._scheduler.start(threads, served)
-        _WORKING.add(self)
+        self._rt.scheduler.start(threads, served)
+        lifecycle.working(self)
 
     @property
     def workers_running(self) -> bool:
         """True while background workers run (``start_workers()`` or ``Engine(workers=)``)."""
-        return self._scheduler.running
+        return self._rt.scheduler.running
 
     @property
     def driving(self) -> bool:
         """True while something in this process moves the runs on: background workers, or a
         ``run_until_idle()`` (or ``run.result()`` without workers) under way on any thread."""
-        return self._scheduler.running or self._scheduler.inline > 0
+        return self._rt.driving
 
     def has_ready_work(self, run_id: str | None = None) -> bool:
         """True when run ``run_id`` (any run, when None) has work to do now: a step ready to
@@ -706,31 +430,26 @@ class Engine(Operations, Growth, Admission, Retaining):
         UsageError
             When there is no run ``run_id``.
         """
-        return has_ready_work(self, run_id)
+        return has_ready_work(self._rt, run_id)
 
     def stop(self) -> None:
         """Stop background workers; attempts in flight finish first."""
-        self._scheduler.refuse_in_block("engine.stop()")
-        self._scheduler.stop()
-        _WORKING.discard(self)
+        self._rt.scheduler.refuse_in_block("engine.stop()")
+        self._rt.scheduler.stop()
+        lifecycle.forget(self, closed=False)
 
     # --- runs ---------------------------------------------------------------------------------
 
     def run(self, run_id: str) -> Run:
         """A handle on an existing run."""
-        check_known(self, run_id)
-        return Run(self, run_id)
+        check_known(self._rt, run_id)
+        return Run(self._rt, run_id)
 
     def runs(
         self, status: str | RunStatus | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunInfo]:
         """Run summaries, newest first, optionally filtered by status and workflow id."""
-        self._writer.flush_summaries()
-        value = RunStatus(status).value if status is not None else None
-        rows = self._store.query("list_runs", [value, value, workflow, workflow, limit])
-        return [
-            RunInfo(r[0], r[1], r[2], RunStatus(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows
-        ]
+        return self._rt.runs(status, workflow, limit)
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> StatementResult:
         """Run SQL over the wfkit tables (and the application's own, in the same database).
@@ -758,73 +477,116 @@ class Engine(Operations, Growth, Admission, Retaining):
         [(0,)]
         >>> engine.close()
         """
-        self._writer.flush_summaries()
-        return self._store.sql(query, params)
+        self._rt.writer.flush_summaries()
+        return self._rt.store.sql(query, params)
 
-    # --- internals used by Run handles --------------------------------------------------------
+    # --- commands (their docstrings are the collaborators') -----------------------------------
 
-    def _state(self, run_id: str) -> RunState:
-        """A detached copy of the run's state (the live one belongs to the writer): as its last
-        commit left it, read without the writer's lock; from the store for a run not in
-        memory."""
-        frozen = self._writer.view(run_id)
-        if frozen is not None:
-            return frozen.thaw()
-        with self._writer.lock:
-            run = self._writer.get_run(run_id)
-            if run is None:
-                raise UsageError(f"there is no run {run_id!r} in {self.target!r}")
-            copy = RunState.restore(
-                run.run_id, run.flow, json.loads(run.data_json()), run.snapshot(), run.seq
-            )
-            copy.input_json = run.input_json
-            return copy
+    @_doc(Operations.cancel)
+    def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:
+        return self._ops.cancel(run_id, actor, reason)
 
-    def _history(self, run_id: str) -> list[Event]:
-        events = [
-            Event(
-                r[0],
-                r[1],
-                r[2],
-                EventKind(r[3]),
-                r[4],
-                r[5],
-                r[6],
-                r[7],
-                r[8],
-                r[9],
-                json.loads(r[10]) if r[10] else None,
-                json.loads(r[11]) if r[11] else {},
-            )
-            for r in self._store.query("run_history", [run_id])
-        ]
-        if not events:
-            check_known(self, run_id)  # never existed, or purged: say so
-        return events
+    @_doc(Operations.signal)
+    def signal(
+        self,
+        name: str,
+        key: Any = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        actor: str | None = None,
+    ) -> bool:
+        return self._ops.signal(name, key, payload, actor=actor)
 
-    def _logs(self, run_id: str, node_id: str | None, attempt: int | None) -> list[LogLine]:
-        rows = self._store.query("run_logs", [run_id, node_id, node_id, attempt, attempt])
-        return read_logs(rows)
+    @_doc(Operations.check_payload)
+    def check_payload(self, run_id: str, node_id: str, payload: Any) -> dict[str, Any]:
+        return self._ops.check_payload(run_id, node_id, payload)
 
-    def _explain(self, run_id: str) -> str:
-        return explain(self, run_id)
+    @_doc(Operations.post_signal)
+    def post_signal(
+        self,
+        name: str,
+        key: Any = None,
+        payload: dict[str, Any] | None = None,
+        *,
+        expires: str | timedelta | None = "1d",
+        actor: str | None = None,
+    ) -> bool:
+        return self._ops.post_signal(name, key, payload, expires=expires, actor=actor)
 
-    def _status(self, run_id: str) -> RunStatus:
-        """Where the run stands as of its last commit (no lock, no query for a live run)."""
-        frozen = self._writer.view(run_id)
-        return RunStatus((frozen if frozen is not None else self._state(run_id)).status)
+    @_doc(Operations.approve)
+    def approve(
+        self,
+        run_id: str,
+        node: str,
+        approved: bool = True,
+        *,
+        actor: str | None = None,
+        comment: str | None = None,
+        loop_path: Sequence[int] | None = None,
+    ) -> None:
+        self._ops.approve(run_id, node, approved, actor=actor, comment=comment, loop_path=loop_path)
 
-    def _wait_terminal(self, run_id: str, timeout: float | None) -> RunStatus:
-        # the run cannot move before the block commits (on DuckDB its writer is held)
-        self._scheduler.refuse_in_block("waiting for a run (run.result())")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._scheduler.running:
-            self.run_until_idle(timeout)
-            return self._status(run_id)
-        with self._scheduler.changed:
-            while True:
-                status = self._status(run_id)
-                left = None if deadline is None else deadline - time.monotonic()
-                if status.terminal or (left is not None and left <= 0):
-                    return status
-                self._scheduler.changed.wait(left if left is not None else 1.0)
+    @_doc(Operations.resume)
+    def resume(self, run_id: str, *, actor: str | None = None) -> None:
+        self._ops.resume(run_id, actor=actor)
+
+    @_doc(Operations.recover_compensation)
+    def recover_compensation(
+        self, run_id: str, action: str = "retry", *, actor: str | None = None
+    ) -> None:
+        self._ops.recover_compensation(run_id, action, actor=actor)
+
+    @_doc(Operations.retry)
+    def retry(self, run_id: str, *, actor: str | None = None) -> None:
+        self._ops.retry(run_id, actor=actor)
+
+    @_doc(Operations.restart_as_new)
+    def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
+        return self._ops.restart_as_new(run_id, actor=actor)
+
+    @_doc(Operations.waiting)
+    def waiting(self) -> list[WaitInfo]:
+        return self._ops.waiting()
+
+    @_doc(Growth.append)
+    def append(
+        self, run_id: str, steps: Callable[[Steps], Any], *, actor: str | None = None
+    ) -> Workflow:
+        return self._growth.append(run_id, steps, actor=actor)
+
+    @_doc(Admission.add_admission_policy)
+    def add_admission_policy(self, fn: AdmissionPolicy) -> AdmissionPolicy:
+        return self._admission.add_admission_policy(fn)
+
+    @_doc(Admission.remove_admission_policy)
+    def remove_admission_policy(self, fn: AdmissionPolicy) -> None:
+        self._admission.remove_admission_policy(fn)
+
+    @_doc(Admission.deactivate)
+    def deactivate(self, workflow_id: str, version: int) -> None:
+        self._admission.deactivate(workflow_id, version)
+
+    @_doc(Admission.activate)
+    def activate(self, workflow_id: str, version: int) -> None:
+        self._admission.activate(workflow_id, version)
+
+    @_doc(Admission.definitions)
+    def definitions(self) -> list[DefinitionInfo]:
+        return self._admission.definitions()
+
+    @_doc(Retaining.purge)
+    def purge(
+        self,
+        older_than: str | timedelta = "30d",
+        status: str | RunStatus | Iterable[str | RunStatus] | None = None,
+    ) -> int:
+        return self._retention.purge(older_than, status)
+
+    @_doc(Retaining.archive)
+    def archive(
+        self,
+        directory: str | Path,
+        older_than: str | timedelta = "30d",
+        status: str | RunStatus | Iterable[str | RunStatus] | None = None,
+    ) -> ArchiveReport:
+        return self._retention.archive(directory, older_than, status)

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import networkx as nx
 
-from wfkit.definition.activities import ActivityRegistry
 from wfkit.definition.builder import Steps
 from wfkit.definition.problems import Severity
 from wfkit.definition.splicing import end_labels, open_ends
@@ -31,7 +29,7 @@ from wfkit.engine.vocabulary import EventKind, TokenState
 from wfkit.errors import DefinitionError, UsageError
 
 if TYPE_CHECKING:
-    from wfkit.engine.clock import Clock
+    from wfkit.engine.runtime import Runtime
     from wfkit.engine.writer import Writer
 
 __all__ = ["Growth", "grow_graph"]
@@ -42,14 +40,10 @@ Exit = tuple[str, str]
 
 
 class Growth:
-    """``engine.append`` (mixed into :class:`~wfkit.Engine`)."""
+    """``engine.append``, over the engine's :class:`Runtime` (its commands and definitions)."""
 
-    _writer: Writer
-    _grown: dict[tuple[str, int, str], str]
-    registry: ActivityRegistry
-    clock: Clock
-    _command: Callable[..., Any]
-    _holding: Callable[..., AbstractContextManager[RunState]]
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
 
     def append(
         self, run_id: str, steps: Callable[[Steps], Any], *, actor: str | None = None
@@ -122,11 +116,11 @@ class Growth:
         refuse_unstorable(UsageError, f"appending to run {run_id}", actor=actor)
 
         def grow(writer: Writer) -> Workflow:
-            with self._holding(run_id) as run:
+            with self._rt.operations.holding(run_id) as run:
                 refuse_ended(run)
                 base = run.flow.workflow
                 grown, added, ends = grow_graph(base, steps, run_id)
-                problems = grown.validate(registry=self.registry)
+                problems = grown.validate(registry=self._rt.registry)
                 errors = [p for p in problems if p.severity == Severity.ERROR]
                 if errors:
                     raise DefinitionError.from_problems(
@@ -137,7 +131,9 @@ class Growth:
                 digest = grown.content_hash
                 key = (base.id, base.version, digest)
                 flow = writer.flows.get(key) or writer.add_flow(grown)
-                registered = self._grown.get((base.id, base.version, run.flow.hash), run.flow.hash)
+                registered = self._rt.definitions.grown.get(
+                    (base.id, base.version, run.flow.hash), run.flow.hash
+                )
                 cp = writer.checkpoint(run, actor)
                 cp.event(
                     EventKind.RUN_APPENDED,
@@ -160,10 +156,10 @@ class Growth:
                 )
                 run.flow = flow
                 if key != (base.id, base.version, registered):
-                    self._grown[key] = registered
+                    self._rt.definitions.grown[key] = registered
                 return flow.workflow.copy()
 
-        return self._command(grow)
+        return self._rt.operations.command(grow)
 
 
 def refuse_ended(run: RunState) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from wfkit.definition import pictures, rendering
 from wfkit.definition.kinds import Node
 from wfkit.engine import replay
 from wfkit.engine.attempts import AttemptInfo, attempts_of
+from wfkit.engine.cancellation import CancelResult
 from wfkit.engine.cursor import Ending, Token
 from wfkit.engine.logs import LogLine
 from wfkit.engine.queues import handed_over_words, step_activity, unserved_queue, unserved_words
@@ -29,7 +31,7 @@ from wfkit.errors import UsageError, VisitLimitExceeded, WorkflowFailed
 
 if TYPE_CHECKING:
     from wfkit.definition.workflow import Workflow
-    from wfkit.engine.engine import Engine
+    from wfkit.engine.runtime import Runtime
 
 __all__ = ["Run", "humanize"]
 
@@ -40,8 +42,8 @@ class Run:
     ``engine.start(...)`` and ``engine.run(run_id)`` return one.
     """
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
-        self._engine = engine
+    def __init__(self, runtime: Runtime, run_id: str) -> None:
+        self._rt = runtime
         self.id = run_id
 
     def __repr__(self) -> str:
@@ -66,12 +68,12 @@ class Run:
     @property
     def status(self) -> RunStatus:
         """Where the run stands now."""
-        return self._engine._status(self.id)
+        return self._rt.status(self.id)
 
     @property
     def data(self) -> Any:
         """The data document: a model instance when the workflow declares a model."""
-        state = self._engine._state(self.id)
+        state = self._rt.state(self.id)
         model = state.flow.data_model
         return model.model_validate(state.data) if model else state.data
 
@@ -79,7 +81,7 @@ class Run:
     def input(self) -> Any:
         """The data document the run was admitted with (a model instance when the workflow
         declares a model), whatever the document became since: a fresh copy on every read."""
-        state = self._engine._state(self.id)
+        state = self._rt.state(self.id)
         if state.input_json is None:  # not reachable for runs the engine admitted
             raise UsageError(f"run {self.id} has no recorded input")
         model = state.flow.data_model
@@ -113,7 +115,7 @@ class Run:
         {'name': 'ana'}
         >>> engine.close()
         """
-        if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
+        if node_id is not None and node_id not in self._rt.state(self.id).flow.nodes:
             raise UsageError(
                 f"run {self.id} has no node {node_id!r}; pass one of its node ids "
                 "(run.workflow.graph.nodes) or None for every node"
@@ -122,23 +124,23 @@ class Run:
             isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1
         ):
             raise UsageError(f"attempt must be a positive integer or None, not {attempt!r}")
-        return self._engine._logs(self.id, node_id, attempt)
+        return self._rt.logs(self.id, node_id, attempt)
 
     @property
     def outputs(self) -> dict[str, Any]:
         """Recorded outputs by node id (by item index inside a for_each)."""
-        return dict(self._engine._state(self.id).outputs)
+        return dict(self._rt.state(self.id).outputs)
 
     def load(self, ref: Any) -> Any:
         """The value of an artifact reference found in this run's data or outputs (what
         ``ctx.load`` returns in its activities): one this run or a run of its family (linked
         to it by calls and restarts) stored, unless the engine has ``artifacts_shared=True``;
         see ``Engine.load_artifact``."""
-        return self._engine._load_for(self.id, ref)
+        return self._rt.load_for(self.id, ref)
 
     def view(self) -> RunView:
         """Status, data, outputs and where each token stands, read together at one moment."""
-        state = self._engine._state(self.id)
+        state = self._rt.state(self.id)
         return RunView(
             self.id,
             state.flow.id,
@@ -155,7 +157,7 @@ class Run:
 
     def node(self, node_id: str) -> Node:
         """The validated node ``node_id`` of the definition this run follows."""
-        nodes = self._engine._state(self.id).flow.nodes
+        nodes = self._rt.state(self.id).flow.nodes
         if node_id not in nodes:
             raise UsageError(f"run {self.id} has no node {node_id!r}")
         return nodes[node_id]
@@ -163,33 +165,33 @@ class Run:
     @property
     def version(self) -> int:
         """The workflow version this run was admitted with."""
-        return self._engine._state(self.id).flow.version
+        return self._rt.state(self.id).flow.version
 
     @property
     def workflow(self) -> Workflow:
         """The workflow definition (the exact version and graph) this run follows: the one it
         was admitted with, or its own grown graph once ``engine.append`` grew it."""
-        return self._engine._state(self.id).flow.workflow
+        return self._rt.state(self.id).flow.workflow
 
     @property
     def workflow_id(self) -> str:
         """The workflow this run belongs to."""
-        return self._engine._state(self.id).flow.id
+        return self._rt.state(self.id).flow.id
 
     @property
     def parent(self) -> Run | None:
         """The run whose call node started this one (None for a run started otherwise)."""
-        caller = self._engine._state(self.id).caller.get("run")
-        return Run(self._engine, caller["run"]) if caller else None
+        caller = self._rt.state(self.id).caller.get("run")
+        return Run(self._rt, caller["run"]) if caller else None
 
     def children(self) -> list[Run]:
         """The child runs this run's call nodes started, oldest first."""
-        rows = self._engine._store.query("call_children", [self.id])
-        return [Run(self._engine, json.loads(detail)["child_run"]) for (detail,) in rows]
+        rows = self._rt.store.query("call_children", [self.id])
+        return [Run(self._rt, json.loads(detail)["child_run"]) for (detail,) in rows]
 
     def history(self) -> list[Event]:
         """Every event of the run, oldest first."""
-        return self._engine._history(self.id)
+        return self._rt.history(self.id)
 
     def attempts(self, node_id: str | None = None) -> list[AttemptInfo]:
         """Every ended attempt of the run's steps and compensations (of ``node_id`` only, when
@@ -202,7 +204,7 @@ class Run:
         UsageError
             ``node_id`` is not a node of the run's workflow.
         """
-        if node_id is not None and node_id not in self._engine._state(self.id).flow.nodes:
+        if node_id is not None and node_id not in self._rt.state(self.id).flow.nodes:
             raise UsageError(
                 f"run {self.id} has no node {node_id!r}; pass one of its node ids "
                 "(run.workflow.graph.nodes) or None for every node"
@@ -229,7 +231,7 @@ class Run:
         [{'n': 1}, {'n': 2}]
         >>> engine.close()
         """
-        return replay.checkpoints(self._engine, self.id)
+        return replay.checkpoints(self._rt, self.id)
 
     def data_at(self, seq: int) -> dict[str, Any]:
         """The data document as the engine had it after the checkpoint that recorded event
@@ -242,7 +244,7 @@ class Run:
         UsageError
             ``seq`` is not an integer between 0 and the run's last event.
         """
-        return replay.data_at(self._engine, self.id, seq)
+        return replay.data_at(self._rt, self.id, seq)
 
     def tokens_at(self, seq: int) -> dict[str, TokenView]:
         """Where each token stood after the checkpoint that recorded event ``seq``: token id ->
@@ -253,7 +255,7 @@ class Run:
         UsageError
             ``seq`` is not an integer between 0 and the run's last event.
         """
-        return replay.tokens_at(self._engine, self.id, seq)
+        return replay.tokens_at(self._rt, self.id, seq)
 
     def node_statuses_at(self, seq: int) -> dict[str, NodeStatus]:
         """The status of the run's nodes as it was after the checkpoint that recorded event
@@ -273,10 +275,10 @@ class Run:
 
         Without background workers, this drives the engine on the calling thread.
         """
-        status = self._engine._wait_terminal(self.id, timeout)
+        status = self._rt.wait_terminal(self.id, timeout)
         if status == RunStatus.COMPLETED:
             return self.data
-        state = self._engine._state(self.id)
+        state = self._rt.state(self.id)
         if status in (RunStatus.FAILED, RunStatus.CANCELLED):
             error = state.error or status.value
             kind = VisitLimitExceeded if error.startswith("VisitLimitExceeded") else WorkflowFailed
@@ -293,7 +295,47 @@ class Run:
 
     def explain(self) -> str:
         """One sentence on where the run stands."""
-        return self._engine._explain(self.id)
+        return self._rt.explain(self.id)
+
+    # --- commands (each is the engine's command of the same name, for this run) ---------------
+
+    def cancel(self, actor: str | None = None, reason: str = "") -> CancelResult:
+        """Cancel the run: what ``engine.cancel(run.id, actor, reason)`` does.
+
+        Returns
+        -------
+        CancelResult
+            Steps, waits and timers cancelled, attempts asked to stop, and the run's status.
+        """
+        return self._rt.operations.cancel(self.id, actor, reason)
+
+    def approve(
+        self,
+        node: str,
+        approved: bool = True,
+        *,
+        actor: str | None = None,
+        comment: str | None = None,
+        loop_path: Sequence[int] | None = None,
+    ) -> None:
+        """Decide the run's open approval ``node``: what ``engine.approve(run.id, node, ...)``
+        does (``loop_path`` names the for_each item whose approval is decided)."""
+        self._rt.operations.approve(
+            self.id, node, approved, actor=actor, comment=comment, loop_path=loop_path
+        )
+
+    def retry(self, *, actor: str | None = None) -> None:
+        """Try the failed run again from where it failed: ``engine.retry(run.id)``."""
+        self._rt.operations.retry(self.id, actor=actor)
+
+    def resume(self, *, actor: str | None = None) -> None:
+        """Continue the suspended run: ``engine.resume(run.id)``."""
+        self._rt.operations.resume(self.id, actor=actor)
+
+    def recover_compensation(self, action: str = "retry", *, actor: str | None = None) -> None:
+        """Decide the run's failed compensation (``"retry"``, ``"skip"`` or ``"abandon"``):
+        ``engine.recover_compensation(run.id, action)``."""
+        self._rt.operations.recover_compensation(self.id, action, actor=actor)
 
     def node_statuses(self) -> dict[str, NodeStatus]:
         """Status of the run's nodes: succeeded, failed, running, waiting, retrying, blocked
@@ -306,13 +348,13 @@ class Run:
         reached that have no status of their own (start, end) are absent.
         """
         statuses, named = event_statuses(self.history())
-        state = self._engine._state(self.id)
+        state = self._rt.state(self.id)
         if RunStatus(state.status).terminal:
             for node in _unreached(state, named):
                 statuses.setdefault(node, NodeStatus.SKIPPED)
         for token in state.tokens.values():
-            if unregistered_activity(self._engine, state, token) is not None or (
-                engine_unserved(self._engine, state, token) is not None
+            if unregistered_activity(self._rt, state, token) is not None or (
+                engine_unserved(self._rt, state, token) is not None
             ):
                 statuses[token["node"]] = NodeStatus.BLOCKED
                 continue
@@ -383,11 +425,11 @@ def describe_wait(row: tuple[Any, ...], timers: dict[str, datetime], now: dateti
     return text + (f"; expires {in_words(due - now)}" if due else "")
 
 
-def explain(engine: Engine, run_id: str) -> str:
+def explain(runtime: Runtime, run_id: str) -> str:
     """The sentence behind :meth:`Run.explain`."""
-    state = engine._state(run_id)
+    state = runtime.state(run_id)
     status = RunStatus(state.status)
-    now = engine.clock.now()
+    now = runtime.clock.now()
     if status == RunStatus.COMPLETED:
         return "completed"
     if status == RunStatus.FAILED and budget(state.flow) is not None:
@@ -408,17 +450,17 @@ def explain(engine: Engine, run_id: str) -> str:
     if state.ending:
         return _ending(state.ending["run"], state.tokens)
     parts: list[str] = []
-    marks = engine._store.query("run_bookmarks", [run_id])
-    timers = {row[1]: row[4] for row in engine._store.query("run_timers", [run_id])}
+    marks = runtime.store.query("run_bookmarks", [run_id])
+    timers = {row[1]: row[4] for row in runtime.store.query("run_timers", [run_id])}
     parts += [describe_wait(row, timers, now) for row in marks]
-    wanted = handed_over_for(engine, run_id)
+    wanted = handed_over_for(runtime, run_id)
     for _token_id, token in sorted(state.tokens.items()):
         node, due_at = token["node"], token.get("due")
-        missing = unregistered_activity(engine, state, token)
-        queue = engine_unserved(engine, state, token) if missing is None else None
+        missing = unregistered_activity(runtime, state, token)
+        queue = engine_unserved(runtime, state, token) if missing is None else None
         if queue is not None:
             parts.append(unserved_words(state, token, queue))
-        elif wanted is not None and _on_queue(engine, state, token, wanted):
+        elif wanted is not None and _on_queue(runtime, state, token, wanted):
             parts.append(handed_over_words(state, token, wanted))
         elif missing is not None:
             parts.append(
@@ -426,7 +468,7 @@ def explain(engine: Engine, run_id: str) -> str:
                 f"process; register it (@wf.activity({missing!r}) or engine.registry.register) "
                 "and run the engine again (run_until_idle or start_workers)"
             )
-        elif token["st"] == TokenState.READY and not engine.driving:
+        elif token["st"] == TokenState.READY and not runtime.driving:
             parts.append(
                 f"{node!r} is ready (attempt {token['att']}) but no worker is running in this "
                 "process: call engine.start_workers() or engine.run_until_idle()"
@@ -481,42 +523,42 @@ def _ending(end: Ending, tokens: dict[str, Token]) -> str:
     )
 
 
-def unregistered_activity(engine: Engine, state: RunState, token: Token) -> str | None:
+def unregistered_activity(runtime: Runtime, state: RunState, token: Token) -> str | None:
     """The activity a ready step waits for when it is not registered in this process (the
     engine's registry), else None. On a shared store another process may have it."""
     if token["st"] != TokenState.READY:
         return None
     node = state.flow.nodes[token["node"]]
     name = node.compensation if "comp" in token else node.activity
-    if not name or name in engine.registry:
+    if not name or name in runtime.registry:
         return None
     return str(name)
 
 
-def engine_unserved(engine: Engine, state: RunState, token: Token) -> str | None:
+def engine_unserved(runtime: Runtime, state: RunState, token: Token) -> str | None:
     """The queue a ready step waits for when this engine's workers do not serve it."""
-    return unserved_queue(engine.registry, engine._scheduler.queues, state, token)
+    return unserved_queue(runtime.registry, runtime.scheduler.queues, state, token)
 
 
-def handed_over_for(engine: Engine, run_id: str) -> str | None:
+def handed_over_for(runtime: Runtime, run_id: str) -> str | None:
     """The queue a run was handed over for and that no engine has claimed it for yet (shared
     stores), else None."""
-    if not engine._writer.owner.shared or run_id in engine._writer.runs:
+    if not runtime.writer.owner.shared or run_id in runtime.writer.runs:
         return None
-    rows = engine._store.query("run_wants_queue", [run_id])
+    rows = runtime.store.query("run_wants_queue", [run_id])
     return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
-def _on_queue(engine: Engine, state: RunState, token: Token, queue: str) -> bool:
+def _on_queue(runtime: Runtime, state: RunState, token: Token, queue: str) -> bool:
     if token["st"] != TokenState.READY:
         return False
     name = step_activity(state, token)
-    return name in engine.registry and engine.registry.queue_of(name) == queue
+    return name in runtime.registry and runtime.registry.queue_of(name) == queue
 
 
-def check_known(engine: Engine, run_id: str) -> None:
+def check_known(runtime: Runtime, run_id: str) -> None:
     """Raise ``UsageError`` for an unknown run id."""
-    if engine._writer.get_run(run_id) is None:
+    if runtime.writer.get_run(run_id) is None:
         raise UsageError(
-            f"there is no run {run_id!r} in {engine.target!r}; list runs with engine.runs()"
+            f"there is no run {run_id!r} in {runtime.target!r}; list runs with engine.runs()"
         )

@@ -41,8 +41,8 @@ from wfkit.errors import UsageError
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from wfkit.engine.engine import Engine
     from wfkit.engine.executor import AttemptResult, Job
+    from wfkit.engine.runtime import Runtime
     from wfkit.engine.scheduler import Scheduler
 
 __all__ = ["ATTEMPT_BUCKETS", "BATCH_BUCKETS", "COMMIT_BUCKETS", "EngineMetrics", "enable_metrics"]
@@ -69,7 +69,7 @@ def _prometheus() -> Any:
 class EngineMetrics:
     """The counters of one engine, and the collector that reads the rest at scrape time."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         prom = _prometheus()
         self.registry: CollectorRegistry = prom.CollectorRegistry(auto_describe=True)
         reg = self.registry
@@ -105,7 +105,7 @@ class EngineMetrics:
             buckets=BATCH_BUCKETS,
             registry=reg,
         )
-        reg.register(_StoreCollector(engine))
+        reg.register(_StoreCollector(runtime))
 
     def on_start(self, job: Job) -> None:
         """An attempt was handed to the workers."""
@@ -136,8 +136,8 @@ class EngineMetrics:
 class _StoreCollector:
     """Gauges read when scraped: one grouped query each over runs and waits, and the queues."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
         self.families = importlib.import_module("prometheus_client.core")
 
     def describe(self) -> list[Any]:
@@ -145,9 +145,9 @@ class _StoreCollector:
 
     def collect(self) -> Iterator[Any]:
         core = self.families
-        engine = self.engine
-        store = engine._store
-        engine._writer.flush_summaries()  # as engine.runs() does: running runs' rows are current
+        runtime = self.runtime
+        store = runtime.store
+        runtime.writer.flush_summaries()  # as engine.runs() does: running runs' rows are current
         runs = core.GaugeMetricFamily(
             "wfkit_runs", "Runs in the store by workflow and status.", labels=["workflow", "status"]
         )
@@ -165,7 +165,7 @@ class _StoreCollector:
         yield waits
         age = 0.0
         if oldest is not None:
-            now = engine.clock.now()
+            now = runtime.clock.now()
             if oldest.tzinfo is not None:
                 oldest = oldest.astimezone(UTC).replace(tzinfo=None)
             age = max((now - oldest).total_seconds(), 0.0)
@@ -174,7 +174,7 @@ class _StoreCollector:
             "How long the longest waiting step has waited (0 when none waits).",
             value=age,
         )
-        scheduler: Scheduler = engine._scheduler
+        scheduler: Scheduler = runtime.scheduler
         yield core.GaugeMetricFamily(
             "wfkit_ready_queue_depth",
             "Attempts ready and not yet taken by a worker.",
@@ -187,7 +187,7 @@ class _StoreCollector:
         )
 
 
-def enable_metrics(engine: Engine) -> EngineMetrics:
+def enable_metrics(runtime: Runtime) -> EngineMetrics:
     """The engine's metrics, kept from now on (the same object when called again).
 
     Raises
@@ -195,9 +195,9 @@ def enable_metrics(engine: Engine) -> EngineMetrics:
     UsageError
         When ``prometheus_client`` is not installed (the extra ``wfkit[metrics]``).
     """
-    scheduler = engine._scheduler
+    scheduler = runtime.scheduler
     if scheduler.metrics is None:
-        metrics = EngineMetrics(engine)
+        metrics = EngineMetrics(runtime)
         scheduler.metrics = metrics
-        engine._writer.metrics = metrics
+        runtime.writer.metrics = metrics
     return scheduler.metrics

@@ -35,11 +35,8 @@ from wfkit.errors import SignalError, UsageError
 from wfkit.store.base import Statement
 
 if TYPE_CHECKING:
-    from wfkit.engine.admission import Gate
-    from wfkit.engine.clock import Clock
-    from wfkit.engine.scheduler import Scheduler
+    from wfkit.engine.runtime import Runtime
     from wfkit.engine.writer import Writer
-    from wfkit.store.base import Store
 
 __all__ = ["Operations"]
 
@@ -74,14 +71,15 @@ def _signal_key(name: str, key: Any, actor: str | None, payload: dict[str, Any])
 
 
 class Operations:
-    """The engine's operator and signalling commands (mixed into :class:`Engine`)."""
+    """The engine's operator and signalling commands, over its :class:`Runtime` (``Engine``
+    and ``Run`` delegate to them)."""
 
-    _writer: Writer
-    _store: Store
-    _scheduler: Scheduler
-    _gate: Gate
-    clock: Clock
-    max_payload: int
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    @property
+    def max_payload(self) -> int:
+        return self._rt.config.max_payload
 
     def cancel(self, run_id: str, actor: str | None = None, reason: str = "") -> CancelResult:
         """Cancel a run: its steps stop, its waits and timers go, and the actor is recorded.
@@ -99,7 +97,7 @@ class Operations:
         refuse_unstorable(UsageError, f"cancelling run {run_id}", actor=actor, reason=reason)
 
         def cancel(writer: Writer) -> CancelResult:
-            with self._holding(run_id) as run:
+            with self.holding(run_id) as run:
                 status = RunStatus(run.status)
                 if status.terminal:
                     return CancelResult(run_id, 0, 0, True, status)
@@ -113,7 +111,7 @@ class Operations:
                     run_id, pending - stopping, stopping, False, RunStatus(run.status)
                 )
 
-        return self._command(cancel)
+        return self.command(cancel)
 
     # --- waits --------------------------------------------------------------------------------
 
@@ -136,7 +134,7 @@ class Operations:
                 f"a signal payload must be a JSON object, got {type(payload).__name__}"
             )
         key_text = _signal_key(name, key, actor, payload)
-        return self._command(
+        return self.command(
             lambda writer: self._deliver(writer, name, key_text, payload, actor),
             signal=(name, key_text),
         )
@@ -155,7 +153,7 @@ class Operations:
             return False
         run_id, token_id, node_id, row = found[0], found[1], found[2], found[3:] or None
         try:
-            with self._holding(run_id, row) as run:
+            with self.holding(run_id, row) as run:
                 token = run.tokens.get(token_id)
                 if token is None or token["node"] != node_id or token["st"] != TokenState.WAIT:
                     return False  # another sender's signal took this wait first
@@ -205,8 +203,8 @@ class Operations:
 
         Raises ``SignalError`` (saying what does not fit) without touching the wait.
         """
-        with self._writer.lock:
-            run = self._live(run_id)
+        with self._rt.writer.lock:
+            run = self.live(run_id)
             if node_id not in run.flow.nodes:
                 raise UsageError(f"run {run_id} has no node {node_id!r}")
             node = run.flow.nodes[node_id]
@@ -242,10 +240,10 @@ class Operations:
         def post(writer: Writer) -> bool:
             if self._deliver(writer, name, key_text, payload, actor):
                 return True
-            now = self.clock.now()
+            now = self._rt.clock.now()
             until = now + until_delta if until_delta is not None else None
             signal_id = _posted_id()
-            self._store.write(
+            self._rt.store.write(
                 [
                     Statement("delete_expired_signals", [(now,)]),
                     Statement(
@@ -258,7 +256,7 @@ class Operations:
             return False
 
         # alone: the batch before it is durable, so a wait it opened is found in the store
-        return self._command(post, alone=True)
+        return self.command(post, alone=True)
 
     def approve(
         self,
@@ -283,7 +281,7 @@ class Operations:
             if wanted is None:
                 rows = writer.find_bookmark(WaitKind.APPROVAL, node, run_id)
             else:
-                rows = self._store.query("find_bookmarks", [WaitKind.APPROVAL, node, run_id])
+                rows = self._rt.store.query("find_bookmarks", [WaitKind.APPROVAL, node, run_id])
             if not rows:
                 open_ = [w.node_id for w in self.waiting() if w.run_id == run_id]
                 raise SignalError(
@@ -291,7 +289,7 @@ class Operations:
                     f"(open: {', '.join(open_) or 'none'}); check engine.waiting()"
                 )
             token_id = rows[0][1]
-            with self._holding(run_id) as run:
+            with self.holding(run_id) as run:
                 if wanted is not None:  # the item's approval, by where its token stands
                     token_id = _approval_of_item(run, run_id, node, wanted, rows)
                 token = run.tokens.get(token_id)
@@ -305,17 +303,17 @@ class Operations:
                 approval: Any = writer.handlers[NodeKind.APPROVAL]
                 approval.decide(cp, token_id, node, approved, comment)
 
-        self._command(decide)
+        self.command(decide)
 
     # --- recovery -----------------------------------------------------------------------------
 
-    def _live(self, run_id: str) -> RunState:
-        run = self._writer.get_run(run_id)
+    def live(self, run_id: str) -> RunState:
+        run = self._rt.writer.get_run(run_id)
         if run is None:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
         return run
 
-    def _command(
+    def command(
         self,
         fn: Callable[[Writer], T],
         *,
@@ -328,20 +326,20 @@ class Operations:
         deadline = time.monotonic() + _BUSY_WAIT
         while True:
             try:
-                return self._scheduler.submit(fn, alone=alone, signal=signal)
+                return self._rt.scheduler.submit(fn, alone=alone, signal=signal)
             except RunBusy:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
 
     @contextmanager
-    def _holding(self, run_id: str, row: tuple[Any, ...] | None = None) -> Iterator[RunState]:
+    def holding(self, run_id: str, row: tuple[Any, ...] | None = None) -> Iterator[RunState]:
         """The run, held by this engine while a command changes it (under the writer lock).
 
         On a shared store the run is claimed first (``RunBusy`` while another engine holds it);
         if the command leaves it without a checkpoint the run is given back.
         """
-        writer = self._writer
+        writer = self._rt.writer
         had = run_id in writer.runs
         run = writer.take(run_id, row)
         if run is None:
@@ -358,7 +356,7 @@ class Operations:
         refuse_unstorable(UsageError, f"resuming run {run_id}", actor=actor)
 
         def resume(writer: Writer) -> None:
-            with self._holding(run_id) as run:
+            with self.holding(run_id) as run:
                 stuck = [t for t, tok in run.tokens.items() if tok["st"] == TokenState.SUSPENDED]
                 if run.status != RunStatus.SUSPENDED.value or not stuck:
                     raise UsageError(
@@ -376,7 +374,7 @@ class Operations:
                 for token_id in stuck:
                     cp.ready(token_id, attempt=1)
 
-        self._command(resume)
+        self.command(resume)
 
     def recover_compensation(
         self, run_id: str, action: str = "retry", *, actor: str | None = None
@@ -389,7 +387,7 @@ class Operations:
         decision = Recovery(action)
 
         def recover(writer: Writer) -> None:
-            with self._holding(run_id) as run:
+            with self.holding(run_id) as run:
                 if not any(
                     t.get("comp") and t["st"] == TokenState.SUSPENDED for t in run.tokens.values()
                 ):
@@ -399,7 +397,7 @@ class Operations:
                     )
                 sagas.recover(writer.checkpoint(run, actor), decision)
 
-        self._command(recover)
+        self.command(recover)
 
     def retry(self, run_id: str, *, actor: str | None = None) -> None:
         """Try a failed run again now, from where it failed (docs/semantics.md §16).
@@ -439,7 +437,7 @@ class Operations:
         refuse_unstorable(UsageError, f"retrying run {run_id}", actor=actor)
 
         def retry(writer: Writer) -> None:
-            with self._holding(run_id) as run:
+            with self.holding(run_id) as run:
                 if run.status != RunStatus.FAILED.value:
                     waiting = any(t["st"] == TokenState.RUN_RETRY for t in run.tokens.values())
                     why = (
@@ -458,27 +456,29 @@ class Operations:
                     )
                 run_retries.retry_by_hand(writer.checkpoint(run, actor))
 
-        self._command(retry)
-        self._scheduler.wake()  # on a shared store the run waits to be claimed
+        self.command(retry)
+        self._rt.scheduler.wake()  # on a shared store the run waits to be claimed
 
     def restart_as_new(self, run_id: str, *, actor: str | None = None) -> Run:
         """Start a fresh run of the same definition with the original input; lineage both ways."""
         refuse_unstorable(UsageError, f"restarting run {run_id}", actor=actor)
-        rows = self._store.query("instance_origin", [run_id])
+        rows = self._rt.store.query("instance_origin", [run_id])
         if not rows:
             raise UsageError(f"there is no run {run_id!r}; list runs with engine.runs()")
         workflow_id, version, digest, input_json, status = rows[0]
         if not RunStatus(status).terminal:
             raise UsageError(f"run {run_id} is {status}; cancel it first, then restart it as new")
-        flow = self._writer.flow(workflow_id, version, digest)
-        self._gate.check_active(flow, reload=self._store.shared)
-        reasons = self._gate.reasons(flow.workflow, json.loads(input_json), actor)
+        flow = self._rt.writer.flow(workflow_id, version, digest)
+        self._rt.definitions.gate.check_active(flow, reload=self._rt.store.shared)
+        reasons = self._rt.definitions.gate.reasons(flow.workflow, json.loads(input_json), actor)
         if reasons:
             raise refusal(flow, reasons, f"restart of run {run_id} as a new run")
 
         def restart(writer: Writer) -> str:
-            self._gate.check_active(flow)  # a deactivate committed since the check above wins
-            with self._holding(run_id) as old:
+            self._rt.definitions.gate.check_active(
+                flow
+            )  # a deactivate committed since the check above wins
+            with self.holding(run_id) as old:
                 new = RunState(uuid.uuid4().hex[:16], flow, json.loads(input_json))
                 writer.add_instance(new, input_json, actor, parent=run_id)
                 cp = writer.checkpoint(new, actor)
@@ -491,15 +491,15 @@ class Operations:
                 writer.checkpoint(old, actor).event(EventKind.RUN_RESTARTED, detail=restarted)
                 return new.run_id
 
-        new_id = self._command(restart)
-        self._scheduler.wake()  # on a shared store the new run waits to be claimed
-        return Run(self, new_id)  # type: ignore[arg-type]  # self is the Engine
+        new_id = self.command(restart)
+        self._rt.scheduler.wake()  # on a shared store the new run waits to be claimed
+        return Run(self._rt, new_id)
 
     def waiting(self) -> list[WaitInfo]:
         """Every open wait and approval: run, node, key, since, deadline and, inside a
         for_each, the item it belongs to (``loop_path``)."""
         waits = []
-        for r in self._store.query("bookmarks"):
+        for r in self._rt.store.query("bookmarks"):
             detail = json.loads(r[8] or "{}")
             path = tuple(int(i) for i in detail.get("loop_path", ()))  # park() writes it
             waits.append(WaitInfo(r[0], r[2], WaitKind(r[3]), r[4], r[5], r[6], r[7], detail, path))

@@ -18,51 +18,51 @@ from wfkit.engine.vocabulary import RunStatus, TokenState
 from wfkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from wfkit.engine.engine import Engine
+    from wfkit.engine.runtime import Runtime
 
 __all__ = ["check_workers", "has_ready_work"]
 
 _TIMED = (TokenState.RETRY, TokenState.TIMER, TokenState.RUN_RETRY)
 
 
-def has_ready_work(engine: Engine, run_id: str | None = None) -> bool:
+def has_ready_work(runtime: Runtime, run_id: str | None = None) -> bool:
     """True when run ``run_id`` (any run of the engine, when None) has a step ready to run
     here (queued, or its attempt in flight) or a timer that is due now."""
-    now = engine.clock.now()
+    now = runtime.clock.now()
     if run_id is None:
-        due = engine._writer.owner.next_due()
+        due = runtime.writer.owner.next_due()
         if due is not None and due <= now:
             return True
-        return any(_ready(engine, engine._state(r), now) for r in _moving(engine))
-    state = engine._state(run_id)
-    if _ready(engine, state, now):
+        return any(_ready(runtime, runtime.state(r), now) for r in _moving(runtime))
+    state = runtime.state(run_id)
+    if _ready(runtime, state, now):
         return True
     if RunStatus(state.status).terminal:
         return False
-    return any(row[4] <= now for row in engine._store.query("run_timers", [run_id]))
+    return any(row[4] <= now for row in runtime.store.query("run_timers", [run_id]))
 
 
-def _moving(engine: Engine) -> list[str]:
+def _moving(runtime: Runtime) -> list[str]:
     """Runs that may have steps ready: those held in memory and those whose summary says they
     run or unwind (on a shared store a run may sit in the database between engines)."""
-    ids = dict.fromkeys(list(engine._writer.runs))
+    ids = dict.fromkeys(list(runtime.writer.runs))
     for status in (RunStatus.RUNNING, RunStatus.COMPENSATING, RunStatus.PENDING):
-        ids.update(dict.fromkeys(info.run_id for info in engine.runs(status=status)))
+        ids.update(dict.fromkeys(info.run_id for info in runtime.runs(status=status)))
     return list(ids)
 
 
-def _ready(engine: Engine, state: RunState, now: datetime) -> bool:
+def _ready(runtime: Runtime, state: RunState, now: datetime) -> bool:
     if RunStatus(state.status).terminal:
         return False
-    return any(_token_ready(engine, state, token, now) for token in state.tokens.values())
+    return any(_token_ready(runtime, state, token, now) for token in state.tokens.values())
 
 
-def _token_ready(engine: Engine, state: RunState, token: Token, now: datetime) -> bool:
+def _token_ready(runtime: Runtime, state: RunState, token: Token, now: datetime) -> bool:
     if token["st"] == TokenState.READY:
         # a step whose activity is missing here, or whose queue the workers do not serve, is
         # blocked: no worker of this process would run it (explain() says why)
-        return unregistered_activity(engine, state, token) is None and (
-            engine_unserved(engine, state, token) is None
+        return unregistered_activity(runtime, state, token) is None and (
+            engine_unserved(runtime, state, token) is None
         )
     due = token.get("due")
     if token["st"] in _TIMED and due:

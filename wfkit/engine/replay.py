@@ -27,7 +27,7 @@ from wfkit.engine.vocabulary import EventKind, NodeStatus, TokenState
 from wfkit.errors import UsageError
 
 if TYPE_CHECKING:
-    from wfkit.engine.engine import Engine
+    from wfkit.engine.runtime import Runtime
 
 __all__ = [
     "SUCCEEDED",
@@ -102,18 +102,18 @@ class StoredCheckpoint:
         return head + (f" (+{more} more)" if more else "")
 
 
-def _rows(engine: Engine, run_id: str) -> list[tuple[Any, ...]]:
-    rows = engine._store.query("run_checkpoint_rows", [run_id])
+def _rows(runtime: Runtime, run_id: str) -> list[tuple[Any, ...]]:
+    rows = runtime.store.query("run_checkpoint_rows", [run_id])
     if not rows:  # every admitted run has its run.started event
-        engine._state(run_id)  # raises UsageError for a run that does not exist
+        runtime.state(run_id)  # raises UsageError for a run that does not exist
     return list(rows)
 
 
-def checkpoints(engine: Engine, run_id: str) -> list[StoredCheckpoint]:
+def checkpoints(runtime: Runtime, run_id: str) -> list[StoredCheckpoint]:
     """The run's stored checkpoints, oldest first (the engine side of ``run.checkpoints()``)."""
     found: list[StoredCheckpoint] = []
     group: list[tuple[Any, ...]] = []
-    for row in _rows(engine, run_id):
+    for row in _rows(runtime, run_id):
         _seq, at, _kind, _node, patch, delta = row
         if group and (patch is not None or delta is not None or at != group[0][1]):
             found.append(_checkpoint(group))
@@ -144,18 +144,18 @@ def _check_seq(run_id: str, seq: object, last: int) -> int:
     return seq
 
 
-def data_at(engine: Engine, run_id: str, seq: int) -> dict[str, Any]:
+def data_at(runtime: Runtime, run_id: str, seq: int) -> dict[str, Any]:
     """The data document after the checkpoint that recorded event ``seq`` (the engine side of
     ``run.data_at``): the run's input with every stored patch up to it applied in order."""
-    return documents_at(engine, run_id, [seq])[seq]
+    return documents_at(runtime, run_id, [seq])[seq]
 
 
-def documents_at(engine: Engine, run_id: str, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+def documents_at(runtime: Runtime, run_id: str, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
     """:func:`data_at` for several points in one pass over the stored patches."""
-    rows = _rows(engine, run_id)
+    rows = _rows(runtime, run_id)
     last = int(rows[-1][0])
     wanted = sorted({_check_seq(run_id, seq, last) for seq in seqs})
-    state = engine._state(run_id)
+    state = runtime.state(run_id)
     if state.input_json is None:  # not reachable for runs the engine admitted
         raise UsageError(f"run {run_id} has no recorded input to replay its patches onto")
     data: dict[str, Any] = json.loads(state.input_json)
@@ -171,9 +171,9 @@ def documents_at(engine: Engine, run_id: str, seqs: Iterable[int]) -> dict[int, 
     return found
 
 
-def tokens_at(engine: Engine, run_id: str, seq: int) -> dict[str, TokenView]:
+def tokens_at(runtime: Runtime, run_id: str, seq: int) -> dict[str, TokenView]:
     """Where each token of the run stood after the checkpoint that recorded event ``seq``."""
-    rows = _rows(engine, run_id)
+    rows = _rows(runtime, run_id)
     _check_seq(run_id, seq, int(rows[-1][0]))
     tokens: dict[str, Token] = {}
     saga: dict[str, SagaEntry] = {}  # a compensation's loop cell is its entry's
@@ -195,7 +195,7 @@ def tokens_at(engine: Engine, run_id: str, seq: int) -> dict[str, TokenView]:
                 tokens.pop(key, None)
             elif kind == "saga":
                 saga.pop(key, None)
-    return token_views(engine._state(run_id).flow, tokens, saga)
+    return token_views(runtime.state(run_id).flow, tokens, saga)
 
 
 def token_views(

@@ -31,7 +31,7 @@ from wfkit.store.copy import TABLES
 
 if TYPE_CHECKING:
     from wfkit.engine.clock import Clock
-    from wfkit.engine.scheduler import Scheduler
+    from wfkit.engine.runtime import Runtime
     from wfkit.engine.writer import Writer
 
 __all__ = ["RUN_TABLES", "ArchiveReport", "Retaining", "Retention", "RetentionChore"]
@@ -273,12 +273,19 @@ class RetentionChore:
 
 
 class Retaining:
-    """The engine's retention commands (mixed into :class:`Engine`)."""
+    """The engine's retention commands, over the engine's :class:`Runtime`."""
 
-    _writer: Writer
-    _scheduler: Scheduler
-    clock: Clock
-    artifacts: str
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    def keep(self, policy: Retention) -> None:
+        """Apply ``policy`` once now (``Engine(retention=)``), then from the scheduler's
+        rounds."""
+        writer = self._rt.writer
+        chore = RetentionChore(policy, writer, self._rt.clock, self._rt.config.artifacts)
+        with writer.lock:
+            chore.run_all()
+        self._rt.scheduler.bind(chore)
 
     def purge(
         self,
@@ -315,9 +322,9 @@ class Retaining:
         """
         age = _duration("older_than", older_than)
         statuses = ended_statuses(status)
-        ids, _ = self._scheduler.submit(
+        ids, _ = self._rt.scheduler.submit(
             lambda writer: run_purge(
-                writer, self.clock, age, statuses, None, artifacts=self.artifacts
+                writer, self._rt.clock, age, statuses, None, artifacts=self._rt.config.artifacts
             ),
             alone=True,
         )
@@ -350,8 +357,8 @@ class Retaining:
         age = _duration("older_than", older_than)
         statuses = ended_statuses(status)
         folder = prepare_directory(directory)
-        _, report = self._scheduler.submit(
-            lambda writer: run_purge(writer, self.clock, age, statuses, folder), alone=True
+        _, report = self._rt.scheduler.submit(
+            lambda writer: run_purge(writer, self._rt.clock, age, statuses, folder), alone=True
         )
         assert report is not None
         return report

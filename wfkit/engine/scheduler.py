@@ -43,6 +43,7 @@ from wfkit.store.base import StoreBroken
 
 if TYPE_CHECKING:
     from wfkit.engine.artifact_records import IssuedRecords
+    from wfkit.engine.config import EngineConfig
     from wfkit.engine.metrics import EngineMetrics
 
 __all__ = ["Command", "Scheduler"]
@@ -120,12 +121,17 @@ class Scheduler:
     """The ready queue, the workers, and the loop that feeds the writer."""
 
     def __init__(
-        self, writer: Writer, clock: Clock, registry: ActivityRegistry, batch_size: int = 256
+        self,
+        writer: Writer,
+        clock: Clock,
+        registry: ActivityRegistry,
+        config: EngineConfig,
+        records: IssuedRecords | None = None,
     ) -> None:
         self.writer = writer
         self.clock = clock
         self.registry = registry
-        self.batch_size = batch_size
+        self.batch_size = config.batch_size
         self.ready: deque[Job] = deque()
         self.blocked: list[tuple[RunState, str]] = writer.blocked  # shared: wf_jobs shows them
         # steps ready when their run was taken up after its process died: each is dispatched
@@ -136,11 +142,14 @@ class Scheduler:
         self.inflight: dict[tuple[str, str], Job] = writer.inflight
         self.heartbeats: dict[tuple[str, str], datetime] = writer.heartbeats
         self.threads = AttemptThreads()  # timed attempts, each on a thread it may abandon
-        self.max_payload: int | None = None  # the data document's size limit, in bytes of JSON
-        self.artifacts: str | None = None  # the artifact root URL every job carries
+        self.max_payload: int | None = config.max_payload  # the data document's limit, in bytes
+        self.artifacts: str | None = config.artifacts  # the artifact root URL every job carries
         # the engine's artifact records, which ctx.load resolves through
-        self.records: IssuedRecords | None = None
-        self.executor: Any = None  # a DaskExecutor: the attempts it takes run on its cluster
+        self.records: IssuedRecords | None = records
+        # a DaskExecutor: the attempts it takes run on its cluster, with this registry
+        self.executor: Any = config.executor
+        if self.executor is not None:
+            self.executor.registry = registry
         self.changed = threading.Condition()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -166,6 +175,16 @@ class Scheduler:
         self.metrics: EngineMetrics | None = None  # counters, once metrics are enabled
         writer.wake_hook = self.wake
         clock.subscribe(self.wake)
+
+    def bind(self, chore: Chore) -> None:
+        """Run ``chore`` after a round's commit when it is due: the engine's retention, late
+        because it makes its first pass once the engine has taken its runs up again, before
+        the scheduler takes it over."""
+        self.chore = chore
+
+    def shut(self, reason: str) -> None:
+        """Refuse callers from now on, telling them ``reason`` (``engine.close()``)."""
+        self.closed_reason = reason
 
     # --- jobs -----------------------------------------------------------------------------------
 

@@ -82,9 +82,14 @@ def _ns(at: datetime) -> int:
     return int(at.replace(tzinfo=UTC).timestamp() * 1_000_000_000)
 
 
-def open_tracing(provider: Any = None) -> Tracing | None:
+def open_tracing(
+    provider: Any = None,
+    store: Store | None = None,
+    queue_of: Callable[[str], str] | None = None,
+) -> Tracing | None:
     """The engine's tracing: ``provider`` (a ``TracerProvider``), or OpenTelemetry's global one;
-    None when ``opentelemetry-api`` cannot be imported and no provider was passed."""
+    None when ``opentelemetry-api`` cannot be imported and no provider was passed. ``store``
+    answers for runs another process started; ``queue_of`` names an activity's queue."""
     try:
         from opentelemetry import trace
     except ImportError:
@@ -94,7 +99,7 @@ def open_tracing(provider: Any = None) -> Tracing | None:
             ) from None
         return None
     source = provider if provider is not None else trace.get_tracer_provider()
-    return Tracing(source.get_tracer(SCOPE))
+    return Tracing(source.get_tracer(SCOPE), store, queue_of)
 
 
 def attached(trace_parent: str | None) -> contextlib.AbstractContextManager[Any]:
@@ -123,7 +128,12 @@ def _attach(trace_parent: str) -> Iterator[None]:
 class Tracing:
     """Turns committed checkpoints into spans (used by the writer, under its lock)."""
 
-    def __init__(self, tracer: Any) -> None:
+    def __init__(
+        self,
+        tracer: Any,
+        store: Store | None = None,
+        queue_of: Callable[[str], str] | None = None,
+    ) -> None:
         from opentelemetry import context, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -131,8 +141,8 @@ class Tracing:
         self._context = context
         self._propagator = TraceContextTextMapPropagator()
         self.tracer = tracer
-        self.store: Store | None = None
-        self.queue_of: Callable[[str], str] | None = None
+        self.store = store
+        self.queue_of = queue_of
         # run -> its traceparent ("" when the run has none); read from the store on a miss
         self._parents: dict[str, str] = {}
         self._created: dict[str, datetime] = {}

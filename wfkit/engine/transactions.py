@@ -30,7 +30,7 @@ from wfkit.store.sessions import Session, StatementResult
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from wfkit.engine.engine import Engine
+    from wfkit.engine.runtime import Runtime
 
 __all__ = ["HOLD_WARNING", "Transaction", "start_on_connection"]
 
@@ -62,12 +62,12 @@ class Transaction:
     'completed'
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
         self._session: Session | None = None
         self._thread: int | None = None
         self._ended = False
-        self._holds_writer = not engine._store.shared  # one connection, one writer
+        self._holds_writer = not runtime.store.shared  # one connection, one writer
         self._failed: BaseException | None = None  # a statement failed: only rollback is left
         self._run_ids: list[str] = []
         self._released: list[Released] = []  # what the block's runs made ready, after commit
@@ -78,24 +78,24 @@ class Transaction:
     # --- the block ------------------------------------------------------------------------
 
     def __enter__(self) -> Transaction:
-        engine = self._engine
-        scheduler = engine._scheduler
+        runtime = self._rt
+        scheduler = runtime.scheduler
         if self._thread is not None or self._ended:
             raise UsageError("this transaction was used already; open a new engine.transaction()")
-        if engine._closed:
-            raise UsageError(f"{engine!r} is closed; open a new engine to start runs")
+        if runtime.closed:
+            raise UsageError(f"{runtime!r} is closed; open a new engine to start runs")
         if threading.get_ident() in scheduler.blocks:
             raise UsageError(
                 "nested engine.transaction() blocks are not supported: a block is already open "
                 "on this thread; do the work in the outer block (tx.execute, tx.start)"
             )
-        writer = engine._writer
+        writer = runtime.writer
         if self._holds_writer:
             writer.lock.acquire()
         try:
             if self._holds_writer:
-                self._before.append(settle(engine, summaries=True))
-            self._session = engine._store.session()
+                self._before.append(settle(runtime, summaries=True))
+            self._session = runtime.store.session()
         except BaseException:
             if self._holds_writer:
                 writer.lock.release()
@@ -116,11 +116,11 @@ class Transaction:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        engine = self._engine
+        runtime = self._rt
         session = self._session
         assert session is not None and self._thread is not None
         self._ended = True
-        engine._scheduler.blocks.discard(self._thread)
+        runtime.scheduler.blocks.discard(self._thread)
         if self._warning is not None:
             self._warning.cancel()
         committed = False
@@ -137,11 +137,11 @@ class Transaction:
                 self._forget_runs()
         finally:
             if self._holds_writer:
-                engine._writer.lock.release()
+                runtime.writer.lock.release()
             for released in self._before + (self._released if committed else []):
-                engine._scheduler.release(released)
+                runtime.scheduler.release(released)
         if committed:
-            engine._scheduler.wake()  # on a shared store the new runs wait to be claimed
+            runtime.scheduler.wake()  # on a shared store the new runs wait to be claimed
         elif exc_type is None:
             raise StoreError(
                 f"the transaction was rolled back, nothing of it was written: a statement in it "
@@ -152,7 +152,7 @@ class Transaction:
         log.warning(
             "an engine.transaction() block on %r has been open for %.1f s: %s; keep blocks "
             "short (do slow work before the block, then write in it)",
-            self._engine.target,
+            self._rt.target,
             time.monotonic() - self._opened,
             "the engine's writer waits for it (steps, results and other callers stall)"
             if self._holds_writer
@@ -165,7 +165,7 @@ class Transaction:
         touched = set(self._run_ids).union(*(r.changed for r in self._released))
         if not touched:
             return
-        writer = self._engine._writer
+        writer = self._rt.writer
         with writer.lock:
             for run_id in touched:
                 writer.runs.pop(run_id, None)
@@ -254,34 +254,34 @@ class Transaction:
     ) -> list[Run]:
         """Admit many runs of one workflow in this transaction (see :meth:`start`)."""
         session = self._check("start")
-        engine = self._engine
-        admit = engine._admission(workflow_id, documents, version, actor)
+        runtime = self._rt
+        admit = runtime.definitions.admission(workflow_id, documents, version, actor)
         try:
-            ids, released = write_runs(engine, session, admit, settle_first=not self._holds_writer)
+            ids, released = write_runs(runtime, session, admit, settle_first=not self._holds_writer)
         except BaseException as exc:
             self._failed = exc
             raise
         self._run_ids += ids
         self._released.append(released)
-        return [Run(engine, run_id) for run_id in ids]
+        return [Run(runtime, run_id) for run_id in ids]
 
 
-def settle(engine: Engine, summaries: bool) -> Released:
+def settle(runtime: Runtime, summaries: bool) -> Released:
     """Commit what the writer has pending or staged (durability="batched"), so that the
     caller's transaction holds only its own rows, and with ``summaries`` the running runs'
     summaries too (a block holding the writer would otherwise write them inside). Call under the
     writer lock; the caller releases what it returns once the lock is free."""
-    writer = engine._writer
+    writer = runtime.writer
     released = Released()
     if writer.pending or writer.staged:
-        released = engine._scheduler._commit_with_retry(force=True)
+        released = runtime.scheduler._commit_with_retry(force=True)
     if summaries:
         writer.flush_summaries()
     return released
 
 
 def write_runs(
-    engine: Engine,
+    runtime: Runtime,
     session: Session,
     admit: Callable[[Writer], list[str]],
     settle_first: bool,
@@ -292,9 +292,9 @@ def write_runs(
     ``settle_first``: the caller does not hold the writer lock (PostgreSQL blocks, a caller's
     own connection): pending checkpoints are committed first, and released here.
     """
-    writer = engine._writer
+    writer = runtime.writer
     with writer.lock:
-        before = settle(engine, summaries=False) if settle_first else Released()
+        before = settle(runtime, summaries=False) if settle_first else Released()
         batch = set(writer.batch_runs())
         with session.join():
             try:
@@ -306,12 +306,12 @@ def write_runs(
     if settle_first:
         # only a caller that does not hold the writer outside this call: releasing takes the
         # scheduler's condition, which a thread waiting for a run holds while it takes the lock
-        engine._scheduler.release(before)
+        runtime.scheduler.release(before)
     return ids, released
 
 
 def start_on_connection(
-    engine: Engine,
+    runtime: Runtime,
     connection: Any,
     workflow_id: str,
     documents: Iterable[Any],
@@ -319,11 +319,11 @@ def start_on_connection(
     actor: str | None,
 ) -> list[Run]:
     """:meth:`Engine.start_many` inside the transaction of the caller's own connection."""
-    session = engine._store.adopt(connection)  # DuckDB refuses: it has one connection
-    admit = engine._admission(workflow_id, documents, version, actor)
-    ids, released = write_runs(engine, session, admit, settle_first=True)
+    session = runtime.store.adopt(connection)  # DuckDB refuses: it has one connection
+    admit = runtime.definitions.admission(workflow_id, documents, version, actor)
+    ids, released = write_runs(runtime, session, admit, settle_first=True)
     # on PostgreSQL the runs are claimed from the store, where they appear once the caller
     # commits (its NOTIFY wakes the workers then); before that nothing can take them
-    engine._scheduler.release(released)
-    engine._scheduler.wake()
-    return [Run(engine, run_id) for run_id in ids]
+    runtime.scheduler.release(released)
+    runtime.scheduler.wake()
+    return [Run(runtime, run_id) for run_id in ids]

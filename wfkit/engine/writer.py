@@ -23,6 +23,7 @@ from wfkit.definition.values import TOO_DEEP
 from wfkit.definition.workflow import Workflow
 from wfkit.engine import drains, logs, run_retries, sagas
 from wfkit.engine.checkpoint import Checkpoint, dumps
+from wfkit.engine.config import EngineConfig
 from wfkit.engine.executor import AttemptResult, printable
 from wfkit.engine.failures import RULES
 from wfkit.engine.flows import CompiledFlow
@@ -33,7 +34,7 @@ from wfkit.engine.records import RunStatus
 from wfkit.engine.rows import RunRows, merge
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
-from wfkit.engine.tracing import Tracing
+from wfkit.engine.tracing import Tracing, open_tracing
 from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, JobStatus, TimerKind, TokenState
 from wfkit.errors import StoreError, UsageError
 from wfkit.store.base import (
@@ -46,6 +47,7 @@ from wfkit.store.base import (
 )
 
 if TYPE_CHECKING:
+    from wfkit.definition.activities import ActivityRegistry
     from wfkit.engine.metrics import EngineMetrics
 
 __all__ = ["Released", "Writer", "crash_error"]
@@ -88,13 +90,19 @@ class Released:
 class Writer:
     """Owns the runs in memory, the timer heap and every write to the store."""
 
-    # starts call nodes' child runs and carries their ends back; set by the engine (which
-    # resolves and admits the called workflows) before the first checkpoint
+    # starts call nodes' child runs and carries their ends back; handed in by bind() (the
+    # engine resolves and admits the called workflows) before the first checkpoint
     subruns: Subruns
 
     def __init__(
-        self, store: Store, now: Callable[[], datetime], owner: Ownership | None = None
+        self,
+        store: Store,
+        now: Callable[[], datetime],
+        owner: Ownership | None = None,
+        config: EngineConfig | None = None,
+        registry: ActivityRegistry | None = None,
     ) -> None:
+        settings = config if config is not None else EngineConfig()
         self.store = store
         self.now = now
         # how this engine owns runs: alone on its database, or leased on a shared one
@@ -109,7 +117,10 @@ class Writer:
         self._jobs_rows: set[str] = set()  # runs with rows in wf_jobs
         self._pending_timers: list[tuple[Any, ...]] = []
         self._stale_timers: list[tuple[str, str, str]] = []  # rows of timers nothing waits for
-        self.binder: Callable[[str], Callable[..., Any]] | None = None
+        # the activities' lookup, for bound wait payloads (None: a writer without activities)
+        self.binder: Callable[[str], Callable[..., Any]] | None = (
+            registry.get if registry is not None else None
+        )
         # shared with the scheduler, read when summaries are written
         self.inflight: dict[tuple[str, str], Any] = {}
         self.heartbeats: dict[tuple[str, str], datetime] = {}
@@ -123,7 +134,7 @@ class Writer:
         self.last_failure = ""  # why the last of them failed
         # "step": every checkpoint is durable before the steps it makes ready start; "batched":
         # a running run's checkpoints are written every BATCH_WINDOW, its next steps start now
-        self.durability = "step"
+        self.durability = settings.durability
         self._staged: dict[str, Checkpoint] = {}
         self._staged_rows: dict[str, RunRows] = {}
         self._staged_at = 0.0
@@ -131,7 +142,7 @@ class Writer:
         self.wake_hook: Callable[[], None] | None = None  # the scheduler's wake (new timers)
         self.metrics: EngineMetrics | None = None  # commit latencies, once metrics are enabled
         # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
-        self.drain_timeout = timedelta(seconds=60)
+        self.drain_timeout: timedelta = settings.drain_timeout
         # ready steps of runs taken for a timer or a command, for the scheduler's next round
         self.adopted: list[tuple[RunState, str]] = []
         self.adopted_suspects: list[tuple[RunState, str]] = []
@@ -140,7 +151,25 @@ class Writer:
         self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
         # the open waits of the signals in this round's commands: (name, key) -> row or None
         self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
-        self.tracing: Tracing | None = None  # OpenTelemetry spans of committed checkpoints
+        # OpenTelemetry spans of committed checkpoints (an engine's writer only)
+        self.tracing: Tracing | None = (
+            None
+            if config is None
+            else open_tracing(
+                config.tracer_provider, store, registry.queue_of if registry is not None else None
+            )
+        )
+
+    def bind(self, subruns: Subruns, reload_flows: Callable[[], None]) -> None:
+        """Hand the writer the engine's child runs and its definitions' reload.
+
+        They are late because they are built over the writer: the child runs start through the
+        engine's definitions (which add their flows to this writer), and reloading the
+        definitions adds flows to it too. The engine calls this once, right after building the
+        writer and before anything runs.
+        """
+        self.subruns = subruns
+        self.reload_flows = reload_flows
 
     def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
         """Read the open waits of many signals at once, with their runs' summary rows (two

@@ -408,7 +408,8 @@ class RunMonitor(StaticPicture, widgets.VBox):
             return self._set(self.node_html, "value", "") or changed
         _point, history, tokens = self._at()
         attempts = attempts_of(history, self.points, node)
-        inputs = documents_at(self.engine, self.run.id, {a.input_seq for a in attempts[-20:]})
+        seqs = {a.input_seq for a in attempts[-20:]}
+        inputs = documents_at(self.engine.runtime, self.run.id, seqs)
         lines = [line for line in self.logs if line.node_id == node]
         running = [
             (tok.attempt, () if tok.loop_index is None else (tok.loop_index,))
