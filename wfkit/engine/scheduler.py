@@ -192,7 +192,7 @@ class Scheduler:
             lambda run_id, token_id: (run_id, token_id) in self.inflight,
             lambda run, token_id: (
                 step_activity(run, run.tokens[token_id]) not in self.registry
-                or self._unserved(run, token_id) is not None
+                or bool(self._unserved(run, token_id))
             ),
         )
 

@@ -15,7 +15,7 @@ from typing import Any
 from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.ownership import Ownership
 from wfkit.store.base import Store
-from wfkit.store.rows import BookmarkRow, PostedSignal, SignalWait
+from wfkit.store.rows import BookmarkRow, PostedSignal, RunRow, SignalWait
 
 __all__ = ["SignalLookups"]
 
@@ -52,7 +52,8 @@ class SignalLookups:
                 wait = SignalWait._make(row)
                 found.setdefault((name, wait.key), wait)  # the oldest
         run_ids = sorted({wait.run_id for wait in found.values()})
-        rows = {row[0]: row for row in self.store.query("run_rows", [run_ids])} if run_ids else {}
+        found_rows = self.store.query("run_rows", [run_ids]) if run_ids else []
+        rows = {row.run_id: row for row in map(RunRow._make, found_rows)}
         for key, wait in found.items():
             head = (wait.run_id, wait.token, wait.node_id)
             summary = rows.get(wait.run_id)

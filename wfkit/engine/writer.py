@@ -192,7 +192,8 @@ class Writer:
         return self.signals.wait(name, key, self._batch.values())
 
     def find_bookmark(self, kind: str, name: str, key: str | None) -> list[tuple[Any, ...]]:
-        """The oldest open bookmark of (kind, name, key), as a list of at most one row."""
+        """The oldest open bookmark of (kind, name, key), as a list of at most one
+        :class:`~wfkit.store.rows.BookmarkRow`."""
         return list(self.signals.find_bookmark(kind, name, key))
 
     # --- reads ------------------------------------------------------------------------------------
