@@ -50,7 +50,7 @@ def _one_round(
                 continue
             queued += 1
             deadline = time.monotonic() + 10
-            while len(scheduler._waiting) < queued:  # queued in this order
+            while len(scheduler.commands) < queued:  # queued in this order
                 assert time.monotonic() < deadline, "a caller never queued its command"
                 time.sleep(0.001)
     for thread in threads:

@@ -33,6 +33,7 @@ from wfkit.engine.vocabulary import (
     TimerKind,
     TokenState,
 )
+from wfkit.store.rows import SagaStepRow, SagaStepUpdate
 
 if TYPE_CHECKING:
     from wfkit.engine.artifact_records import ArtifactRecord
@@ -112,7 +113,7 @@ class Checkpoint:
     timers_del: list[tuple[str, str]] = field(default_factory=list)
     bookmarks_add: list[tuple[Any, ...]] = field(default_factory=list)
     bookmarks_del: list[str] = field(default_factory=list)
-    saga_rows: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    saga_rows: list[tuple[str, SagaStepRow | SagaStepUpdate]] = field(default_factory=list)
     posted_taken: list[str] = field(default_factory=list)
     # attempts whose log lines this checkpoint writes: (index of the event recording it, result)
     logs: list[tuple[int, Any]] = field(default_factory=list)

@@ -24,6 +24,7 @@ from wfkit.engine.leases import Leases
 from wfkit.engine.timers import TimerHeap
 from wfkit.engine.vocabulary import IN_FLIGHT
 from wfkit.store.base import Statement, Store
+from wfkit.store.rows import DueTimer
 
 if TYPE_CHECKING:
     from wfkit.engine.checkpoint import Checkpoint
@@ -266,8 +267,8 @@ class LeasedOwnership:
         return None  # the table is the heap: every engine reads due timers from it
 
     def due_timers(self, now: datetime, limit: int) -> list[TimerRow]:
-        rows = self.store.query("due_timers", [now, limit])
-        return [(row[4], row[0], row[1], row[3]) for row in rows]
+        due = [DueTimer._make(row) for row in self.store.query("due_timers", [now, limit])]
+        return [(row.due_at, row.run_id, row.token, row.kind) for row in due]
 
     def next_due(self) -> datetime | None:
         row = self.store.query("next_timer")

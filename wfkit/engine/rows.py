@@ -15,11 +15,19 @@ from datetime import datetime
 from typing import Any
 
 from wfkit.store.base import Statement
+from wfkit.store.rows import (
+    BookmarkKey,
+    BookmarkRow,
+    EventRow,
+    InstanceRow,
+    SagaStepRow,
+    SagaStepUpdate,
+    SummaryRow,
+    TimerKey,
+    TimerRow,
+)
 
 __all__ = ["RunRows", "merge"]
-
-TimerKey = tuple[str, str, str]  # run, token, kind
-MarkKey = tuple[str, str]  # run, token
 
 
 @dataclass
@@ -27,14 +35,14 @@ class RunRows:
     """Everything one run's checkpoint writes."""
 
     run_id: str
-    instance: tuple[Any, ...] | None = None  # a new run's summary row
-    events: list[tuple[Any, ...]] = field(default_factory=list)
-    update: tuple[Any, ...] | None = None  # the summary row of a run that parked or ended
+    instance: InstanceRow | None = None  # a new run's summary row
+    events: list[EventRow] = field(default_factory=list)
+    update: SummaryRow | None = None  # the summary row of a run that parked or ended
     clear_jobs: bool = False
-    timers: dict[TimerKey, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)
-    marks: dict[MarkKey, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)
-    saga_add: list[tuple[Any, ...]] = field(default_factory=list)
-    saga_set: list[tuple[Any, ...]] = field(default_factory=list)
+    timers: dict[TimerKey, tuple[str, TimerRow | TimerKey]] = field(default_factory=dict)
+    marks: dict[BookmarkKey, tuple[str, BookmarkRow | BookmarkKey]] = field(default_factory=dict)
+    saga_add: list[SagaStepRow] = field(default_factory=list)
+    saga_set: list[SagaStepUpdate] = field(default_factory=list)
     posted: list[str] = field(default_factory=list)  # posted signals its waits took
     graph: tuple[Any, ...] | None = None  # the run's own grown graph, and the run repinned to it
     logs: list[tuple[Any, ...]] = field(default_factory=list)  # its attempts' log lines
@@ -45,12 +53,12 @@ class RunRows:
     ) -> None:
         """Record the checkpoint's timer changes (a delete and an add of one key: the add)."""
         for token_id, kind in deleted:
-            key = (self.run_id, token_id, kind)
+            key = TimerKey(self.run_id, token_id, kind)
             self.timers[key] = ("del", key)
         for token_id, node_id, kind, due in added:
-            self.timers[(self.run_id, token_id, kind)] = (
+            self.timers[TimerKey(self.run_id, token_id, kind)] = (
                 "add",
-                (self.run_id, token_id, node_id, kind, due),
+                TimerRow(self.run_id, token_id, node_id, kind, due),
             )
 
     def absorb(self, later: RunRows) -> None:
@@ -62,7 +70,7 @@ class RunRows:
         self.marks.update(later.marks)
         self.saga_add += later.saga_add
         # an entry's later status wins: one update row per (run, position)
-        sets = {(row[2], row[3]): row for row in [*self.saga_set, *later.saga_set]}
+        sets = {(row.run_id, row.position): row for row in [*self.saga_set, *later.saga_set]}
         self.saga_set = list(sets.values())
         self.posted += later.posted
         self.graph = later.graph or self.graph
@@ -72,19 +80,20 @@ class RunRows:
     def bookmark_ops(self, added: list[tuple[Any, ...]], deleted: list[str]) -> None:
         """Record the checkpoint's bookmark changes (an add after a delete of one key wins)."""
         for token_id in deleted:
-            self.marks[(self.run_id, token_id)] = ("del", (self.run_id, token_id))
+            key = BookmarkKey(self.run_id, token_id)
+            self.marks[key] = ("del", key)
         for row in added:
-            self.marks[(self.run_id, row[0])] = ("add", (self.run_id, *row))
+            self.marks[BookmarkKey(self.run_id, row[0])] = ("add", BookmarkRow(self.run_id, *row))
 
 
 def merge(
     parts: list[RunRows], head: list[Statement], stale_timers: list[TimerKey]
-) -> tuple[list[Statement], list[tuple[Any, ...]]]:
+) -> tuple[list[Statement], list[TimerRow]]:
     """The statements of one transaction writing ``parts`` after ``head`` (the ownership's
     guard), deleting ``stale_timers`` too; and the timer rows it adds."""
     timers = {k: v for p in parts for k, v in p.timers.items()}
     marks = {k: v for p in parts for k, v in p.marks.items()}
-    added_timers = [row for op, row in timers.values() if op == "add"]
+    added_timers = [row for op, row in timers.values() if isinstance(row, TimerRow)]
     statements = [
         *head,
         Statement("insert_instance", [p.instance for p in parts if p.instance is not None]),
@@ -92,7 +101,9 @@ def merge(
         Statement("delete_timer", [*stale_timers, *timers]),
         Statement("insert_timer", added_timers),
         Statement("delete_bookmark", list(marks)),
-        Statement("insert_bookmark", [row for op, row in marks.values() if op == "add"]),
+        Statement(
+            "insert_bookmark", [row for _, row in marks.values() if isinstance(row, BookmarkRow)]
+        ),
         Statement("update_instance", [p.update for p in parts if p.update is not None]),
         Statement("delete_jobs", [(p.run_id,) for p in parts if p.clear_jobs]),
         Statement("insert_saga_step", [row for p in parts for row in p.saga_add]),

@@ -108,7 +108,7 @@ class Runtime:
     def dispatch(self, recovered: Recovered) -> None:
         """Hand what :meth:`recover` found to the scheduler."""
         for run, token_id in recovered.clean:
-            self.scheduler._enqueue(run, token_id)
+            self.scheduler.enqueue(run, token_id)
         if recovered.released is not None:
             self.scheduler.release(recovered.released)
         self.scheduler.suspect(recovered.suspects)

@@ -29,6 +29,7 @@ from wfkit.engine.vocabulary import (
     TimerKind,
     TokenState,
 )
+from wfkit.store.rows import SagaStepRow, SagaStepUpdate
 
 __all__ = [
     "late_compensation",
@@ -75,7 +76,7 @@ def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> Non
     cp.saga_rows.append(
         (
             "add",
-            (
+            SagaStepRow(
                 cp.run.run_id,
                 node.saga,
                 node_id,
@@ -92,7 +93,7 @@ def push(cp: Checkpoint, token_id: str, node_id: str, output: Any = None) -> Non
 def _set_entry(cp: Checkpoint, entry_id: str, status: SagaEntryState) -> None:
     entry: SagaEntry = {**cp.run.saga[entry_id], "state": status}
     cp.run.put("saga", entry_id, entry)
-    cp.saga_rows.append(("set", (status, cp.now, cp.run.run_id, entry["pos"])))
+    cp.saga_rows.append(("set", SagaStepUpdate(status, cp.now, cp.run.run_id, entry["pos"])))
 
 
 def _in_cell(entry: SagaEntry, frames: list[FrameRef]) -> bool:

@@ -32,6 +32,7 @@ from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.cursor import Caller
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.leases import RunBusy
+from wfkit.engine.loading import run_row
 from wfkit.engine.nodes.call import ChildOutcome, call_lineage
 from wfkit.engine.state import RunState
 from wfkit.engine.vocabulary import EndKind, EventKind, RunStatus
@@ -92,11 +93,10 @@ class Subruns:
         """How the child ``run_id`` stands in the store (its summary row)."""
         if not run_id:
             return None
-        rows = self.writer.store.query("run_row", [run_id])
-        if not rows:
+        row = run_row(self.writer.store, run_id)
+        if row is None:
             return None
-        row = rows[0]
-        return ChildOutcome(run_id, row[4], json.loads(row[6] or row[5]), row[9])
+        return ChildOutcome(run_id, row.status, json.loads(row.data or row.input), row.error)
 
     # --- before each commit -----------------------------------------------------------------
 

@@ -274,7 +274,7 @@ def settle(runtime: Runtime, summaries: bool) -> Released:
     writer = runtime.writer
     released = Released()
     if writer.pending or writer.staged:
-        released = runtime.scheduler._commit_with_retry(force=True)
+        released = runtime.scheduler.commit_with_retry(force=True)
     if summaries:
         writer.flush_summaries()
     return released

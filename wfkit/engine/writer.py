@@ -5,46 +5,48 @@ update the runs in memory, the checkpoints of the whole batch become one transac
 multi-row statements, and only once it is durable are the next steps released. A run that only
 waits (signals, approvals, timers) is written as a snapshot and dropped from memory, so a parked
 run costs its rows and nothing else.
+
+Its parts live beside it: ``event_rows`` (the rows a checkpoint writes), ``staging``
+(durability="batched"), ``published`` (views), ``signal_lookups``, ``loading`` (runs read back),
+``crashes`` (crashed steps, clean closes) and ``isolation`` (a batch that cannot be written whole).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wfkit.definition.values import TOO_DEEP
 from wfkit.definition.workflow import Workflow
-from wfkit.engine import drains, logs, run_retries, sagas
-from wfkit.engine.checkpoint import Checkpoint, dumps
+from wfkit.engine import crashes, isolation
+from wfkit.engine.checkpoint import Checkpoint
 from wfkit.engine.config import EngineConfig
-from wfkit.engine.executor import AttemptResult, printable
+from wfkit.engine.crashes import crash_error
+from wfkit.engine.event_rows import NewRun, checkpoint_rows, job_rows, stageable, summary
+from wfkit.engine.executor import AttemptResult
 from wfkit.engine.failures import RULES
 from wfkit.engine.flows import CompiledFlow
 from wfkit.engine.leases import RunBusy
+from wfkit.engine.loading import load_live, load_run, run_row
 from wfkit.engine.nodes import NodeHandler, load_all
 from wfkit.engine.ownership import Ownership, SoleOwnership
+from wfkit.engine.published import Published
 from wfkit.engine.records import RunStatus
+from wfkit.engine.released import Released
+from wfkit.engine.routing import route_result, route_timer
 from wfkit.engine.rows import RunRows, merge
+from wfkit.engine.signal_lookups import SignalLookups
+from wfkit.engine.staging import Staging
 from wfkit.engine.state import RunState
 from wfkit.engine.subruns import Subruns
 from wfkit.engine.tracing import Tracing, open_tracing
-from wfkit.engine.vocabulary import IN_FLIGHT, EventKind, JobStatus, TimerKind, TokenState
+from wfkit.engine.vocabulary import IN_FLIGHT, TokenState
 from wfkit.errors import StoreError, UsageError
-from wfkit.store.base import (
-    TERMINAL_STATUSES,
-    AlreadyTaken,
-    LeaseLost,
-    Statement,
-    Store,
-    ValueRefused,
-)
+from wfkit.store.base import TERMINAL_STATUSES, Statement, Store, ValueRefused
+from wfkit.store.rows import RunRow, TimerKey, TimerRow
 
 if TYPE_CHECKING:
     from wfkit.definition.activities import ActivityRegistry
@@ -52,39 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Released", "Writer", "crash_error"]
 
-log = logging.getLogger("wfkit.engine")
-
-# durability="batched": checkpoints of running runs wait at most this long before they are written
-# (their next steps start at once); a crash re-runs the steps of at most this window
-BATCH_WINDOW = 0.005
-
-RECENT_VIEWS = 256  # ended runs whose last committed state readers get without a query
-
-# the tokens of a running run that have a wf_jobs row, and what it says unless the attempt runs
-_JOB_STATES = {
-    TokenState.READY: JobStatus.READY,
-    TokenState.RETRY: JobStatus.RETRY,
-    TokenState.CANCELLING: JobStatus.CANCELLING,
-}
-
-
-@dataclass
-class Released:
-    """What a commit made ready: steps to dispatch and attempts to cancel."""
-
-    dispatch: list[tuple[RunState, str]] = field(default_factory=list)
-    cancel: list[tuple[str, str]] = field(default_factory=list)
-    changed: set[str] = field(default_factory=set)
-    timers: bool = False  # new timers: a sleeping writer thread must look at its clock again
-    handed: int = 0  # new or woken runs left in a shared store for whichever engine claims them
-
-    def merge(self, other: Released) -> None:
-        """Add what another commit released."""
-        self.dispatch += other.dispatch
-        self.cancel += other.cancel
-        self.changed |= other.changed
-        self.timers = self.timers or other.timers
-        self.handed += other.handed
+Steps = list[tuple[RunState, str]]  # (run, token) of ready steps
 
 
 class Writer:
@@ -113,44 +83,37 @@ class Writer:
         self.flows: dict[tuple[str, int, str], CompiledFlow] = {}
         self.dirty: set[str] = set()
         self._batch: dict[str, Checkpoint] = {}
-        self._new_runs: dict[str, tuple[str, str | None, datetime, str | None]] = {}
+        self._new_runs: dict[str, NewRun] = {}
         self._jobs_rows: set[str] = set()  # runs with rows in wf_jobs
-        self._pending_timers: list[tuple[Any, ...]] = []
-        self._stale_timers: list[tuple[str, str, str]] = []  # rows of timers nothing waits for
+        self._pending_timers: list[TimerRow] = []
+        self._stale_timers: list[TimerKey] = []  # rows of timers nothing waits for
         # the activities' lookup, for bound wait payloads (None: a writer without activities)
         self.binder: Callable[[str], Callable[..., Any]] | None = (
             registry.get if registry is not None else None
         )
-        # shared with the scheduler, read when summaries are written
-        self.inflight: dict[tuple[str, str], Any] = {}
-        self.heartbeats: dict[tuple[str, str], datetime] = {}
-        # steps ready whose activity is not registered in this process (the scheduler's list)
-        self.blocked: list[tuple[RunState, str]] = []
-        # (name, key) of signals posted before their wait: only these waits query the table
-        self.posted = {(n, k) for n, k in store.query("posted_keys")}
-        self._taken: list[str] = []
+        # the scheduler's attempts, read (never written) here: see watch_attempts
+        self._inflight: Collection[tuple[str, str]] = {}
+        self._heartbeats: Mapping[tuple[str, str], datetime] = {}
+        self._blocked: Collection[tuple[RunState, str]] = []
+        self.signals = SignalLookups(store, self.owner)
         self.reload_flows: Callable[[], None] | None = None
         self.failures = 0  # transactions that failed (their changes were dropped from memory)
         self.last_failure = ""  # why the last of them failed
         # "step": every checkpoint is durable before the steps it makes ready start; "batched":
         # a running run's checkpoints are written every BATCH_WINDOW, its next steps start now
         self.durability = settings.durability
-        self._staged: dict[str, Checkpoint] = {}
-        self._staged_rows: dict[str, RunRows] = {}
-        self._staged_at = 0.0
-        self.force = False  # the next commit must be durable (start markers of suspect steps)
-        self.wake_hook: Callable[[], None] | None = None  # the scheduler's wake (new timers)
+        self._staging = Staging()
+        self._force = False  # the next commit must be durable (start markers of suspect steps)
+        self._wake: Callable[[], None] | None = None  # the scheduler's wake (new timers)
         self.metrics: EngineMetrics | None = None  # commit latencies, once metrics are enabled
         # how long a cancelled attempt with no attempt_timeout may take to stop (engine-wide)
         self.drain_timeout: timedelta = settings.drain_timeout
         # ready steps of runs taken for a timer or a command, for the scheduler's next round
-        self.adopted: list[tuple[RunState, str]] = []
-        self.adopted_suspects: list[tuple[RunState, str]] = []
+        self._adopted: Steps = []
+        self._adopted_suspects: Steps = []
         # each run's state as its last commit left it (frozen copies; readers take no lock):
         # the runs in memory, and the last few that left it (one engine per database only)
-        self.views: OrderedDict[str, tuple[RunState, RunState]] = OrderedDict()
-        # the open waits of the signals in this round's commands: (name, key) -> row or None
-        self.signal_waits: dict[tuple[str, str | None], tuple[Any, ...] | None] = {}
+        self.views = Published(self.runs, self.owner.shared)
         # OpenTelemetry spans of committed checkpoints (an engine's writer only)
         self.tracing: Tracing | None = (
             None
@@ -161,90 +124,88 @@ class Writer:
         )
 
     def bind(self, subruns: Subruns, reload_flows: Callable[[], None]) -> None:
-        """Hand the writer the engine's child runs and its definitions' reload.
-
-        They are late because they are built over the writer: the child runs start through the
-        engine's definitions (which add their flows to this writer), and reloading the
-        definitions adds flows to it too. The engine calls this once, right after building the
-        writer and before anything runs.
-        """
+        """Hand the writer the engine's child runs and its definitions' reload, once, before
+        anything runs: late because both are built over the writer (they add flows to it)."""
         self.subruns = subruns
         self.reload_flows = reload_flows
+
+    # --- the scheduler's seam ---------------------------------------------------------------------
+
+    def watch_attempts(
+        self,
+        running: Collection[tuple[str, str]],
+        heartbeats: Mapping[tuple[str, str], datetime],
+        blocked: Collection[tuple[RunState, str]],
+    ) -> None:
+        """Read the scheduler's attempts running, their heartbeats and its blocked steps."""
+        self._inflight, self._heartbeats, self._blocked = running, heartbeats, blocked
+
+    def on_new_timers(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` when a commit outside a scheduler round adds timers."""
+        self._wake = wake
+
+    def attempt_running(self, run_id: str, token_id: str) -> bool:
+        """True while the scheduler runs an attempt of the step."""
+        return (run_id, token_id) in self._inflight
+
+    def take_adopted(self) -> tuple[Steps, Steps]:
+        """The ready and the suspect steps of runs taken since the last call (emptied)."""
+        taken = (self._adopted, self._adopted_suspects)
+        self._adopted, self._adopted_suspects = [], []
+        return taken
+
+    def require_durable(self) -> None:
+        """Make the next commit durable (a start marker is written before its attempt)."""
+        self._force = True
+
+    def mark_dirty(self, run_ids: Iterable[str]) -> None:
+        """Write these runs' summary and wf_jobs rows at the next flush."""
+        self.dirty.update(run_ids)
+
+    def holds(self, run: RunState) -> bool:
+        """True when ``run`` is the state of its run held in memory."""
+        return self.runs.get(run.run_id) is run
+
+    def let_go(self, run_ids: Iterable[str]) -> None:
+        """Drop runs from memory (another engine holds them now, or they were given back)."""
+        for run_id in run_ids:
+            self.runs.pop(run_id, None)
+
+    # --- signals ------------------------------------------------------------------------------
+
+    @property
+    def posted(self) -> set[tuple[str, str | None]]:
+        """(name, key) of signals posted before their wait (only these waits query the table)."""
+        return self.signals.posted
+
+    @posted.setter
+    def posted(self, keys: set[tuple[str, str | None]]) -> None:
+        self.signals.posted = keys
 
     def find_signal_waits(self, keys: Iterable[tuple[str, str | None]]) -> None:
         """Read the open waits of many signals at once, with their runs' summary rows (two
         queries per signal name, not two per signal), for :meth:`signal_wait`."""
-        wanted = {k for k in keys if k[1] is not None and k not in self.signal_waits}
-        if not wanted:
-            return
-        self.signal_waits.update(dict.fromkeys(wanted))
-        found: dict[tuple[str, str | None], tuple[Any, ...]] = {}
-        for name in sorted({name for name, _ in wanted}):
-            name_keys = sorted(str(key) for n, key in wanted if n == name)
-            for key, run_id, token_id, node_id in self.store.query(
-                "find_signal_waits", [name, name_keys]
-            ):
-                found.setdefault((name, key), (run_id, token_id, node_id))  # the oldest
-        run_ids = sorted({wait[0] for wait in found.values()})
-        rows = {row[0]: row for row in self.store.query("run_rows", [run_ids])} if run_ids else {}
-        for key, wait in found.items():
-            row = rows.get(wait[0])
-            self.signal_waits[key] = (*wait, *row) if row is not None else wait
+        self.signals.find_waits(keys)
+
+    def clear_signal_waits(self) -> None:
+        """Forget the waits read for a round's signals (a commit may move those runs on)."""
+        self.signals.waits.clear()
 
     def signal_wait(self, name: str, key: str | None) -> tuple[Any, ...] | None:
         """The oldest open wait for signal (name, key): run, token, node, then the run's summary
         row when it was read with it (a round's signals are looked up together)."""
-        if (name, key) in self.signal_waits:
-            found = self.signal_waits.pop((name, key))
-            if found is not None:
-                return found
-        else:
-            rows = self.find_bookmark("signal", name, key)
-            if rows:
-                return rows[0][:3]
-        # a wait opened in this round (its checkpoint is not written yet) takes it too
-        for cp in self._batch.values():
-            for token_id, node_id, kind, b_name, b_key, *_ in cp.bookmarks_add:
-                if kind == "signal" and b_name == name and b_key == key:
-                    return (cp.run.run_id, token_id, node_id)
-        return None
+        return self.signals.wait(name, key, self._batch.values())
 
     def find_bookmark(self, kind: str, name: str, key: str | None) -> list[tuple[Any, ...]]:
-        """The oldest open bookmark of (kind, name, key), as a list of at most one row."""
-        if key is None:
-            return self.store.query("find_bookmark_keyless", [kind, name])
-        return self.store.query("find_bookmark", [kind, name, key])
+        """The oldest open bookmark of (kind, name, key), as a list of at most one
+        :class:`~wfkit.store.rows.BookmarkRow`."""
+        return list(self.signals.find_bookmark(kind, name, key))
 
     # --- reads ------------------------------------------------------------------------------------
 
     def view(self, run_id: str) -> RunState | None:
         """The run as its last commit left it, without the lock; None when not published."""
-        entry = self.views.get(run_id)
-        if entry is None:
-            return None
-        live, frozen = entry
-        if self.owner.shared and self.runs.get(run_id) is not live:
-            return None  # another engine may have moved it on since
-        return frozen
-
-    def _publish(self, run: RunState, in_memory: bool) -> None:
-        """Publish the run's state after a commit that changed it."""
-        views = self.views
-        if not in_memory and (self.owner.shared or not RunStatus(run.status).terminal):
-            # parked: its row answers (a parked run costs its rows and no memory); on a shared
-            # store another engine may move it on
-            views.pop(run.run_id, None)
-            return
-        views[run.run_id] = (run, run.freeze())
-        views.move_to_end(run.run_id)
-        spare = len(views) - len(self.runs) - RECENT_VIEWS
-        while spare > 0 and views:
-            oldest = next(iter(views))
-            if oldest in self.runs:
-                views.move_to_end(oldest)
-            else:
-                views.popitem(last=False)
-            spare -= 1
+        return self.views.view(run_id)
 
     # --- definitions and runs -------------------------------------------------------------------
 
@@ -272,31 +233,8 @@ class Writer:
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        if row is None:
-            rows = self.store.query("run_row", [run_id])
-            if not rows:
-                return None
-            row = rows[0]
-        flow = self.flow(row[1], row[2], row[3])
-        data = json.loads(row[6] or row[5])
-        run = RunState.restore(run_id, flow, data, row[7], row[8])
-        run.input_json = row[5]
-        run.status = row[4] if not row[7] else run.status
-        if RunStatus(row[4]).terminal and run.status != row[4]:
-            # ended outside a checkpoint (a run whose checkpoint could not be written)
-            run.status, run.error = row[4], row[9]
-        if (
-            row[4] in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-            or RunStatus(row[4]).terminal
-            or not row[7]
-        ):
-            # a run that was running can have checkpoints newer than its snapshot (every
-            # checkpoint that leaves a run out of memory writes the snapshot with it), and so
-            # can an ended one: the events it gains (run.restarted...) leave its summary as it
-            # was, so the next event's number is known only from the log
-            for _, seq, patch, delta, *_ in self.store.query("run_events_after", [run_id, row[8]]):
-                run.replay(seq, delta, patch)
-        return run
+        found = run_row(self.store, run_id) if row is None else RunRow._make(row)
+        return None if found is None else load_run(self.store, self.flow, found)
 
     def take(self, run_id: str, row: tuple[Any, ...] | None = None) -> RunState | None:
         """The run, held in memory to be changed by this engine (claimed first when shared);
@@ -317,16 +255,10 @@ class Writer:
         # a row read before the claim may be older on a shared store (another engine may have
         # moved the run on meanwhile): read it again there
         run = self.get_run(run_id, None if self.owner.shared else row)
-        if run is not None:
-            self.runs[run_id] = run
-            self._publish(run, True)  # as the store holds it: readers need not query
-            self._abandon_orphans(run)
-            # its ready steps are dispatched by the scheduler's next round
-            steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
-            if claimed:  # taken from an engine that died: they may have been running
-                self.adopted_suspects += self.take_up(steps)
-            else:
-                self.adopted += steps
+        if run is not None:  # its ready steps are dispatched by the scheduler's next round
+            ready, suspects = self._hold(run, bool(claimed))
+            self._adopted += ready
+            self._adopted_suspects += suspects
         return run
 
     def claim_waiting_work(
@@ -344,106 +276,42 @@ class Writer:
             if run_id in self.runs:
                 continue
             run = self.get_run(run_id)
-            if run is None:
-                continue
-            self.runs[run_id] = run
-            self._publish(run, True)
-            self._abandon_orphans(run)
-            steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
-            if orphaned:
-                suspects += self.take_up(steps)
-            else:
-                ready += steps
+            if run is not None:
+                run_ready, run_suspects = self._hold(run, orphaned)
+                ready += run_ready
+                suspects += run_suspects
         return ready, suspects
 
-    def _abandon_orphans(self, run: RunState) -> bool:
-        """A run taken up again whose tokens were cancelling: their attempts stopped with the
-        engine that ran them. Record them abandoned and finish the run's end (uncommitted)."""
-        orphans = [
-            t
-            for t, tok in run.tokens.items()
-            if tok["st"] == TokenState.CANCELLING and (run.run_id, t) not in self.inflight
-        ]
-        if orphans:
-            drains.abandon(self.checkpoint(run), orphans)
-        return bool(orphans)
+    def _hold(self, run: RunState, orphaned: bool) -> tuple[Steps, Steps]:
+        """Hold a run read from the store: publish it, end the drains its last owner left, and
+        return its ready steps: to dispatch, or suspects when that owner died (``orphaned``:
+        they may have been running then)."""
+        self.runs[run.run_id] = run
+        self.views.publish(run, True)  # as the store holds it: readers need not query
+        crashes.abandon_orphans(self, run)
+        steps = [(run, t) for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
+        return ([], self.take_up(steps)) if orphaned else (steps, [])
 
     def _after_staged(self, released: Released) -> None:
         """Writing staged checkpoints outside a scheduler round released only their timers
         (their steps were dispatched when they were staged): wake the writer thread for them."""
-        if released.timers and self.wake_hook is not None:
-            self.wake_hook()
+        if released.timers and self._wake is not None:
+            self._wake()
 
     def mark_closed(self, running: set[tuple[str, str]]) -> None:
         """The engine closes: flag the snapshots of the runs held here that have no attempt
         running, so that reopening dispatches their ready steps as usual (not as suspects)."""
         with self.lock:
-            now = self.now()
-            rows = []
-            for run in self.runs.values():
-                if any((run.run_id, t) in running for t in run.tokens):
-                    continue
-                status, data, _, seq, error, at, ended, run_id = self._summary(run, now)
-                rows.append(
-                    (status, data, run.snapshot(closed=True), seq, error, at, ended, run_id)
-                )
-            if rows:
-                self.store.write([Statement("update_instance", rows)])
+            crashes.mark_closed(self.store, self.runs.values(), running, self.now())
 
     def reopened(self, runs: Iterable[RunState]) -> None:
         """Clear the close flag of runs taken up again (a crash from now on is not clean)."""
-        rows = []
-        now = self.now()
-        for run in runs:
-            run.closed = False
-            rows.append(self._summary(run, now))
-        if rows:
-            self.store.write([Statement("update_instance", rows)])
+        crashes.reopened(self.store, runs, self.now())
 
-    def take_up(self, steps: list[tuple[RunState, str]]) -> list[tuple[RunState, str]]:
-        """Steps ready in runs whose engine process died: record the crashes, return suspects.
-
-        A step whose current attempt carries the durable start marker (``started``, written
-        just before a suspect attempt is dispatched) was running when the process died: it is
-        recorded ``step.crashed`` and the crash counts as a failed attempt (retried, or failed
-        for good when its attempts are spent). The other ready steps may have been running or
-        only queued: they are returned as suspects, not counted, and dispatched with a marker.
-        """
-        suspects: list[tuple[RunState, str]] = []
-        for run, token_id in steps:
-            token = run.tokens.get(token_id)
-            if token is None or token["st"] != TokenState.READY:
-                continue
-            if token.get("started") != token["att"]:
-                suspects.append((run, token_id))
-                continue
-            now = self.now()
-            error = crash_error(token["att"], token["node"])
-            if "comp" in token:  # a compensation counts it as one of its failed attempts
-                entry = run.saga.get(token["entry"])
-                self.checkpoint(run).event(
-                    EventKind.STEP_CRASHED,
-                    token["node"],
-                    token_id,
-                    attempt=token["att"],
-                    error=error,
-                    detail={"compensation": entry["comp"] if entry is not None else None},
-                )
-            self.apply_result(
-                AttemptResult(
-                    run.run_id,
-                    token_id,
-                    token["node"],
-                    token["att"],
-                    now,
-                    now,
-                    ok=False,
-                    error=error,
-                    base_version=run.data_version,
-                    crashed=True,
-                )
-            )
-        return suspects
+    def take_up(self, steps: Steps) -> Steps:
+        """Steps ready in runs whose engine process died: record the crashes, return suspects
+        (see :mod:`wfkit.engine.crashes`)."""
+        return crashes.take_up(self, steps)
 
     def batch_checkpoints(self) -> list[Checkpoint]:
         """The checkpoints of the batch being built, in the order they joined it."""
@@ -482,67 +350,25 @@ class Writer:
     @property
     def staged(self) -> bool:
         """True when checkpoints of running runs wait to be written (durability="batched")."""
-        return bool(self._staged_rows)
+        return bool(self._staging)
 
     def staged_for(self) -> float | None:
         """Seconds until the staged checkpoints are due to be written; None when none wait."""
-        if not self._staged_rows:
-            return None
-        return max(self._staged_at + BATCH_WINDOW - time.monotonic(), 0.0)
+        return self._staging.due_in()
 
-    def _stageable(self, cp: Checkpoint, rows: RunRows, new_runs: dict[str, Any]) -> bool:
-        """A checkpoint that may wait for the next write while its next steps run: a running
-        run that stays in memory and changes nothing another run or caller could see (no new
-        run, wait, summary, cancel, taken signal, saga status or artifact record)."""
-        run = cp.run
-        return (
-            run.run_id not in new_runs
-            and cp.start_status == RunStatus.RUNNING.value
-            and run.status == RunStatus.RUNNING.value
-            and rows.update is None
-            and not rows.clear_jobs
-            and not rows.marks
-            and not rows.posted
-            and not rows.saga_set
-            and rows.graph is None
-            and not rows.artifacts  # a next step may load them: recorded before it starts
-            and not cp.cancel
-            and any(t["st"] in IN_FLIGHT for t in run.tokens.values())
-        )
-
-    def recover(self) -> list[tuple[RunState, str]]:
+    def recover(self) -> Steps:
         """Load every live run after a restart; return the steps to dispatch again."""
         if not self.owner.startup_runs():
             return []  # on a shared store runs are claimed as they become free
-        live: dict[str, RunState] = {}
-        for run_id, wid, version, digest, status, input_json, state, seq in self.store.query(
-            "live_runs"
-        ):
-            try:
-                flow = self.flow(wid, version, digest)
-            except UsageError:
-                log.warning(
-                    "run %s: workflow %s v%s is missing; left as it is", run_id, wid, version
-                )
-                continue
-            data_rows = self.store.query("run_row", [run_id])
-            data = json.loads(data_rows[0][6] or input_json)
-            run = RunState.restore(run_id, flow, data, state, seq)
-            run.input_json = input_json
-            if not state:
-                run.status = status
-            live[run_id] = run
-        for run_id, seq, patch, delta, *_rest in self.store.query("live_events"):
-            if run_id in live:
-                live[run_id].replay(seq, delta, patch)
-        if [run for run in live.values() if self._abandon_orphans(run)]:
+        live = load_live(self.store, self.flow)
+        if [run for run in live.values() if crashes.abandon_orphans(self, run)]:
             self.commit()  # runs that were ending when the engine stopped end now
-        ready: list[tuple[RunState, str]] = []
+        ready: Steps = []
         for run in live.values():
             steps = [t for t, tok in run.tokens.items() if tok["st"] == TokenState.READY]
             if steps and run.status not in (RunStatus.SUSPENDED.value,):
                 self.runs[run.run_id] = run
-                self._publish(run, True)
+                self.views.publish(run, True)
                 ready += [(run, t) for t in steps]
         return ready
 
@@ -555,7 +381,9 @@ class Writer:
             cp = Checkpoint(run, self.now(), self.handlers, RULES, actor)
             cp.posted_source = self._take_posted
             cp.binder = self.binder
-            cp.in_flight = lambda token_id, run_id=run.run_id: (run_id, token_id) in self.inflight
+            cp.in_flight = lambda token_id, run_id=run.run_id: self.attempt_running(
+                run_id, token_id
+            )
             cp.drain_timeout = self.drain_timeout
             cp.calls = self.subruns
             self._batch[run.run_id] = cp
@@ -568,16 +396,7 @@ class Writer:
     ) -> tuple[dict[str, Any], str | None] | None:
         """The oldest unexpired signal posted for (name, key) and its sender, taken in this
         checkpoint."""
-        if not self.owner.may_have_posted(name, key, self.posted):
-            return None
-        for signal_id, payload, actor, _expires in self.store.query(
-            "first_posted_signal", [name, key, self.now()]
-        ):
-            if signal_id not in self._taken:
-                self._taken.append(signal_id)
-                cp.posted_taken.append(signal_id)
-                return dict(json.loads(payload)), actor
-        return None
+        return self.signals.take_posted(cp, name, key, self.now)
 
     def add_instance(
         self,
@@ -590,9 +409,9 @@ class Writer:
         """A new run: its summary row is written with its first checkpoint. ``caller`` is the
         tracing context of whoever started it (see :mod:`wfkit.engine.tracing`)."""
         run.input_json = input_json
-        self._new_runs[run.run_id] = (input_json, actor, self.now(), parent)
+        self._new_runs[run.run_id] = NewRun(input_json, actor, self.now(), parent)
         if self.tracing is not None:
-            self.tracing.admitted(run, self._new_runs[run.run_id][2], parent, caller)
+            self.tracing.admitted(run, self._new_runs[run.run_id].created, parent, caller)
 
     def apply_result(self, result: AttemptResult) -> None:
         """Fold an attempt's result into its run (stale results are dropped)."""
@@ -602,22 +421,7 @@ class Writer:
             return
         if self.tracing is not None:
             self.tracing.ended(result.run_id, result.token_id, result.attempt, result.ended_at)
-        if result.logs is not None and token["st"] in (TokenState.CANCELLING, TokenState.READY):
-            logs.keep(self.checkpoint(run), result)
-        if result.artifacts and token["st"] in (TokenState.CANCELLING, TokenState.READY):
-            # recorded with the checkpoint that records the attempt: durable exactly when it is
-            self.checkpoint(run).artifacts += result.artifacts
-        if token["st"] == TokenState.CANCELLING:
-            drains.on_result(self.checkpoint(run), result.token_id, result)
-            return
-        if token["st"] != TokenState.READY:
-            return
-        node = run.flow.nodes[result.node_id]
-        cp = self.checkpoint(run)
-        if "comp" in token:
-            sagas.on_compensation_result(cp, result.token_id, result)
-            return
-        self.handlers[node.kind.value].on_result(cp, result.token_id, result.node_id, node, result)
+        route_result(self.checkpoint, self.handlers, run, token, result)
 
     def fire_timer(self, due: datetime, run_id: str, token_id: str, kind: str) -> None:
         """A timer came due: let the token's node handle it (stale timers are dropped)."""
@@ -630,7 +434,7 @@ class Writer:
         if run is None or token is None or token.get("timer") != kind or ended:
             # nothing waits for it any more: delete its row, or every engine of a shared
             # database would find it due again in every round
-            self._stale_timers.append((run_id, token_id, kind))
+            self._stale_timers.append(TimerKey(run_id, token_id, kind))
             if ended:
                 self.runs.pop(run_id, None)
                 self.owner.release([run_id])
@@ -639,15 +443,7 @@ class Writer:
         if parked_until and datetime.fromisoformat(parked_until) > due:
             return  # fired early: the token was parked again, on a later timer of this kind
         self.runs.setdefault(run_id, run)
-        if kind == drains.DRAIN and token["st"] == TokenState.CANCELLING:
-            drains.on_deadline(self.checkpoint(run), token_id)
-            return
-        if kind == run_retries.TIMER and token["st"] == TokenState.RUN_RETRY:
-            run_retries.on_timer(self.checkpoint(run), token_id)
-            return
-        node = run.flow.nodes[token["node"]]
-        cp = self.checkpoint(run)
-        self.handlers[node.kind.value].on_timer(cp, token_id, token["node"], node, TimerKind(kind))
+        route_timer(self.checkpoint, self.handlers, run, token_id, kind)
 
     def commit(self, force: bool = False) -> Released:
         """Write the batch in one transaction; then release what it made ready.
@@ -665,7 +461,7 @@ class Writer:
         self.subruns.settle()
         batch, self._batch = self._batch, {}
         new_runs, self._new_runs = self._new_runs, {}
-        force, self.force = force or self.force, False
+        force, self._force = force or self._force, False
         parts: dict[str, RunRows] = {}
         unwritable: dict[str, str] = {}
         for run_id, cp in batch.items():
@@ -680,139 +476,44 @@ class Writer:
             and not force
             and not unwritable
             and not self._stale_timers
-            and all(self._stageable(cp, parts[r], new_runs) for r, cp in batch.items())
-            and (not self._staged_rows or time.monotonic() < self._staged_at + BATCH_WINDOW)
+            and all(stageable(cp, parts[r], r in new_runs) for r, cp in batch.items())
+            and self._staging.open()
         ):
-            if not self._staged_rows:
-                self._staged_at = time.monotonic()
-            self._stage(batch, parts)
+            self._staging.add(batch, parts)
             return self._release(list(batch.values()))
         released_now = list(batch.values())
-        if self._staged_rows:  # written first, in this transaction
-            staged, self._staged = self._staged, {}
-            rows, self._staged_rows = self._staged_rows, {}
-            for run_id, later in parts.items():
-                if run_id in rows:
-                    rows[run_id].absorb(later)
-                else:
-                    rows[run_id] = later
-            parts = rows
-            batch = {**staged, **batch}
+        if self._staging:  # written first, in this transaction
+            batch, parts = self._staging.take(batch, parts)
         stale, self._stale_timers = self._stale_timers, []
         try:
-            for tries_left in range(3, -1, -1):
-                try:
-                    self._pending_timers = self._write(batch, parts, new_runs, stale)
-                    break
-                except LeaseLost:
-                    lost = self.owner.lost([r for r in batch if r not in new_runs])
-                    if not lost or not tries_left:
-                        raise
-                    self._drop_lost(lost, batch, parts)
-                except AlreadyTaken as exc:
-                    if not tries_left:
-                        raise
-                    self._drop_taken(set(exc.keys), batch, parts, new_runs)
+            self._pending_timers = isolation.write_without(self, batch, parts, new_runs, stale)
         except StoreError as exc:
             one_refused = isinstance(exc, ValueRefused) and len(parts) == 1
-            if not (len(parts) >= 2 or one_refused) or not self._isolate(
-                batch, parts, new_runs, stale, unwritable
-            ):
+            added = None
+            if len(parts) >= 2 or one_refused:
+                added = isolation.isolate(self, batch, parts, new_runs, stale, unwritable)
+            if added is None:
                 self.failures += 1
                 self.last_failure = str(exc)
                 for run_id in batch:  # memory ran ahead of the store: reload from the store
                     self.runs.pop(run_id, None)
-                self._taken = []
-                self._fail_unwritable(unwritable, batch, new_runs)
+                self.signals.taken = []
+                isolation.fail_unwritable(self, unwritable, batch, new_runs)
                 raise exc
-        self._fail_unwritable(unwritable, batch, new_runs)
+            self._pending_timers = added
+        isolation.fail_unwritable(self, unwritable, batch, new_runs)
         return self._release([cp for cp in released_now if cp.run.run_id in parts], new_runs)
 
-    def _stage(self, batch: dict[str, Checkpoint], parts: dict[str, RunRows]) -> None:
-        for run_id, rows in parts.items():
-            if run_id in self._staged_rows:
-                self._staged_rows[run_id].absorb(rows)
-            else:
-                self._staged_rows[run_id] = rows
-        self._staged.update(batch)
-
-    def _isolate(
+    def write_rows(
         self,
         batch: dict[str, Checkpoint],
         parts: dict[str, RunRows],
-        new_runs: dict[str, Any],
-        stale: list[tuple[str, str, str]],
-        unwritable: dict[str, str],
-    ) -> bool:
-        """The batch was refused: write its runs one by one, so that a run the store refuses
-        (a value it cannot hold) does not take the others down. False when the store itself
-        fails (not a refused value): the caller retries the whole batch later."""
-        written: dict[str, RunRows] = {}
-        refused: dict[str, str] = {}
-        added: list[tuple[Any, ...]] = []
-        for run_id, rows in parts.items():
-            one = {run_id: batch[run_id]}
-            try:
-                added += self._write(one, {run_id: rows}, new_runs, stale if not written else [])
-            except LeaseLost:
-                self._drop_lost({run_id}, batch, parts={run_id: rows})
-                written[run_id] = rows  # not ours any more: nothing to fail here
-                continue
-            except ValueRefused as exc:
-                refused[run_id] = str(exc)
-                continue
-            except StoreError:
-                return False  # the store itself fails: the whole batch is retried later
-            written[run_id] = rows
-        if not written and not refused:
-            return False
-        self._pending_timers = added
-        for run_id in refused:
-            parts.pop(run_id)
-        unwritable.update(refused)
-        return True
-
-    def _fail_unwritable(
-        self, unwritable: dict[str, str], batch: dict[str, Checkpoint], new_runs: dict[str, Any]
-    ) -> None:
-        """Runs whose checkpoint cannot be written fail as they last stood in the store, with
-        the reason: one poison value never stalls the runs it shares a batch with."""
-        for run_id, reason in unwritable.items():
-            batch.pop(run_id, None)
-            self.runs.pop(run_id, None)
-            self.views.pop(run_id, None)
-            self.dirty.discard(run_id)
-            error = printable(
-                f"the engine could not write this run's checkpoint, so it failed as it last "
-                f"stood: {reason}"
-            )
-            log.error("run %s failed: %s", run_id, error)
-            if run_id in new_runs:
-                continue  # never written: there is nothing to fail
-            now = self.now()
-            seq = self.store.query("last_event_seq", [run_id])[0][0] + 1
-            event = (run_id, seq, now, EventKind.RUN_FAILED, None, None, None, None, None, error)
-            try:
-                self.store.write(
-                    [
-                        Statement("fail_unwritable_run", [(error, now, now, run_id)]),
-                        Statement("insert_event", [(*event, None, None, None, None)]),
-                        Statement("delete_run_timers", [(run_id,)]),
-                        Statement("delete_run_bookmarks", [(run_id,)]),
-                        Statement("delete_jobs", [(run_id,)]),
-                    ]
-                )
-            except StoreError:
-                log.exception("run %s: its failure could not be recorded either", run_id)
-
-    def _write(
-        self,
-        batch: dict[str, Checkpoint],
-        parts: dict[str, RunRows],
-        new_runs: dict[str, Any],
-        stale: list[tuple[str, str, str]],
-    ) -> list[tuple[Any, ...]]:
-        head = self._lease_guard(batch.values(), new_runs)
+        new_runs: Mapping[str, NewRun],
+        stale: list[TimerKey],
+    ) -> list[TimerRow]:
+        """Write ``parts`` in one transaction (after the ownership's guard, deleting ``stale``
+        timers too); return the timer rows it added."""
+        head = self.owner.guard(list(batch.values()), dict(new_runs), summary)
         statements, added_timers = merge(list(parts.values()), head, stale)
         if self.tracing is not None:
             statements += self.tracing.statements(parts.values())
@@ -824,166 +525,28 @@ class Writer:
             self.tracing.committed(parts.values(), {r: cp.run for r, cp in batch.items()})
         return added_timers
 
-    def _drop(
-        self, run_ids: set[str], batch: dict[str, Checkpoint], parts: dict[str, RunRows]
-    ) -> None:
-        """Leave the checkpoints of ``run_ids`` out of the transaction, forget the posted
-        signals they took, and drop the runs from memory."""
-        for run_id in run_ids:
-            batch.pop(run_id, None)
-            taken = parts.pop(run_id).posted
-            self._taken = [s for s in self._taken if s not in taken]
-            self.runs.pop(run_id, None)
-            self.dirty.discard(run_id)
-
-    def _drop_lost(
-        self, lost: set[str], batch: dict[str, Checkpoint], parts: dict[str, RunRows]
-    ) -> None:
-        """Runs another engine holds now: their checkpoints are not written, and they leave
-        memory (their attempts' results will be dropped as stale)."""
-        self._drop(lost, batch, parts)
-        log.warning(
-            "runs taken over by another engine process (this one did not renew their leases "
-            "in time; is it starved of CPU, or is the lease too short?): %s; their checkpoints "
-            "here are dropped and the engine that holds them goes on",
-            ", ".join(sorted(lost)),
-        )
-
-    def _drop_taken(
-        self,
-        signals: set[str],
-        batch: dict[str, Checkpoint],
-        parts: dict[str, RunRows],
-        new_runs: dict[str, Any],
-    ) -> None:
-        """Posted signals another engine process took first (at most once: the first taker
-        wins): the checkpoints that took them are not written, their runs leave memory and are
-        given back, so that they go on from their last stored checkpoint and find the signal
-        gone. A new run cannot go back to a stored checkpoint: the whole round fails then, and
-        its callers are told, with nothing written."""
-        takers = {run_id for run_id, rows in parts.items() if signals & set(rows.posted)}
-        if takers & set(new_runs):
-            raise StoreError(
-                "a signal posted for the wait of a run started in this round was taken by "
-                "another engine process at the same moment; nothing of the round was written: "
-                "start the run again"
-            )
-        self._drop(takers, batch, parts)
-        self.owner.release(sorted(takers))
-        log.info(
-            "posted signals %s were taken by another engine process first; runs %s go on from "
-            "their last stored checkpoint",
-            ", ".join(sorted(signals)),
-            ", ".join(sorted(takers)),
-        )
-
-    def _rows(
-        self, cp: Checkpoint, new_runs: dict[str, tuple[str, str | None, datetime, str | None]]
-    ) -> RunRows:
+    def _rows(self, cp: Checkpoint, new_runs: dict[str, NewRun]) -> RunRows:
         """The rows of one checkpoint (consumes the run's changes and numbers its events)."""
-        run = cp.run
-        rows = RunRows(run.run_id)
-        delta, patch = run.take_changes()
-        if (delta or patch) and not cp.events:
-            cp.event(EventKind.CHECKPOINT)
-        for i, ev in enumerate(cp.events):
-            run.seq += 1
-            rows.events.append(
-                (
-                    run.run_id,
-                    run.seq,
-                    cp.now,
-                    ev.kind,
-                    ev.node_id,
-                    ev.token,
-                    ev.attempt,
-                    ev.started_at,
-                    ev.actor,
-                    ev.error,
-                    dumps(ev.output),
-                    patch if i == 0 else None,
-                    delta if i == 0 else None,
-                    dumps(ev.detail),
-                )
-            )
-        if run.run_id in new_runs:
-            input_json, actor, created, parent = new_runs[run.run_id]
-            status, data, state, seq, error, now, ended, _ = self._summary(run, cp.now)
-            rows.instance = (
-                run.run_id,
-                run.flow.id,
-                run.flow.version,
-                run.flow.hash,
-                status,
-                input_json,
-                data,
-                state,
-                seq,
-                error,
-                created,
-                now,
-                ended,
-                parent,
-                actor,
-            )
-        elif cp.start_status in TERMINAL_STATUSES and run.status == cp.start_status:
-            pass  # an ended run only gains events (e.g. restarted): its summary stands
-        elif run.status != RunStatus.RUNNING.value or cp.start_status in TERMINAL_STATUSES:
-            # (a failed run tried again by hand is live again: its row must say so at once)
-            rows.update = self._summary(run, cp.now)
-            self.dirty.discard(run.run_id)
+        run_id = cp.run.run_id
+        rows = checkpoint_rows(cp, new_runs.get(run_id))
+        if rows.update is not None:
+            self.dirty.discard(run_id)
             # on a shared store another engine may have written its rows (e.g. blocked)
-            if self.owner.shared or run.run_id in self._jobs_rows:
-                self._jobs_rows.discard(run.run_id)
+            if self.owner.shared or run_id in self._jobs_rows:
+                self._jobs_rows.discard(run_id)
                 rows.clear_jobs = True
-        else:
-            self.dirty.add(run.run_id)
-        rows.timer_ops(cp.timers_add, cp.timers_del)
-        for run_id, token_id, node_id, due in cp.wakes:  # callers another engine holds
-            rows.timers[(run_id, token_id, "call")] = (
-                "add",
-                (run_id, token_id, node_id, "call", due),
-            )
-        rows.bookmark_ops(cp.bookmarks_add, cp.bookmarks_del)
-        for op, row in cp.saga_rows:
-            (rows.saga_add if op == "add" else rows.saga_set).append(row)
-        rows.posted = list(cp.posted_taken)
-        rows.graph = cp.graph
-        if cp.logs:
-            rows.logs = logs.log_rows(cp, run.seq)
-        if cp.artifacts:
-            rows.artifacts = [record.row(cp.now) for record in cp.artifacts]
+        elif run_id not in new_runs and cp.start_status not in TERMINAL_STATUSES:
+            self.dirty.add(run_id)  # running: its summary waits for the next flush
         return rows
 
-    def _lease_guard(
-        self, batch: Iterable[Checkpoint], new_runs: dict[str, Any]
-    ) -> list[Statement]:
-        """What the ownership puts first in the transaction (see ``Ownership.guard``)."""
-        return self.owner.guard(list(batch), new_runs, self._summary)
-
-    def _summary(self, run: RunState, now: datetime) -> tuple[Any, ...]:
-        ended = now if RunStatus(run.status).terminal else None
-        return (
-            run.status,
-            run.data_json(),
-            run.snapshot(),
-            run.seq,
-            run.error,
-            now,
-            ended,
-            run.run_id,
-        )
-
     def _release(
-        self, batch: Iterable[Checkpoint], new_runs: dict[str, Any] | None = None
+        self, batch: Iterable[Checkpoint], new_runs: Mapping[str, NewRun] | None = None
     ) -> Released:
         new_runs = new_runs or {}
         released = Released()
-        if self._taken:
-            self._taken = []
-            self.posted = {(n, k) for n, k in self.store.query("posted_keys")}
+        self.signals.settle()
         released.timers = bool(self._pending_timers)
-        self.owner.add_timers((r[4], r[0], r[1], r[3]) for r in self._pending_timers)
+        self.owner.add_timers((r.due_at, r.run_id, r.token, r.kind) for r in self._pending_timers)
         self._pending_timers = []
         for cp in batch:
             run = cp.run
@@ -1002,56 +565,35 @@ class Writer:
                     released.dispatch.append((run, token_id))
             if any(t["st"] in IN_FLIGHT for t in run.tokens.values()):
                 self.runs[run.run_id] = run
-                self._publish(run, True)
+                self.views.publish(run, True)
             else:
                 self.runs.pop(run.run_id, None)  # parked or ended: its rows hold it now
                 self.dirty.discard(run.run_id)
-                self._publish(run, False)
+                self.views.publish(run, False)
         return released
 
     def flush_summaries(self) -> None:
         """Write the summary rows of running runs whose checkpoints moved them on (and the
         checkpoints staged by durability="batched" first)."""
         with self.lock:
-            if self._staged_rows and not self._batch:
+            if self._staging and not self._batch:
                 self._after_staged(self.commit(force=True))
             runs = [self.runs[r] for r in self.dirty if r in self.runs]
             self.dirty.clear()
             now = self.now()
             if self.posted:  # kept signals past their expiry go when the engine is idle
                 self.store.write([Statement("delete_expired_signals", [(now,)])])
-                self.posted = {(n, k) for n, k in self.store.query("posted_keys")}
+                self.signals.refresh_posted()
             if not runs:
                 return
-            jobs = Statement("insert_job")
-            blocked = {(run.run_id, token_id) for run, token_id in self.blocked}
-            for run in runs:
-                for token_id, t in run.tokens.items():
-                    if t["st"] in _JOB_STATES:
-                        key = (run.run_id, token_id)
-                        status = JobStatus.RUNNING if key in self.inflight else _JOB_STATES[t["st"]]
-                        if t["st"] == TokenState.CANCELLING:
-                            status = JobStatus.CANCELLING  # asked to stop, not yet ended
-                        if key in blocked:
-                            status = JobStatus.BLOCKED
-                        beat = self.heartbeats.get(key)
-                        jobs.rows.append(
-                            (run.run_id, token_id, t["node"], status, t["att"], t["li"], now, beat)
-                        )
+            blocked = {(run.run_id, token_id) for run, token_id in self._blocked}
+            jobs = job_rows(runs, self._inflight, blocked, self._heartbeats, now)
             gone = [(r.run_id,) for r in runs if r.run_id in self._jobs_rows]
             self.store.write(
                 [
-                    Statement("update_instance", [self._summary(run, now) for run in runs]),
+                    Statement("update_instance", [summary(run, now) for run in runs]),
                     Statement("delete_jobs", gone),
-                    jobs,
+                    Statement("insert_job", jobs),
                 ]
             )
-            self._jobs_rows |= {row[0] for row in jobs.rows}
-
-
-def crash_error(attempt: int, node_id: str) -> str:
-    """The error of an attempt its engine process did not survive."""
-    return (
-        f"the engine process died during attempt {attempt} of {node_id!r} (killed, out of "
-        "memory, os._exit or a crash in native code)"
-    )
+            self._jobs_rows |= {row.run_id for row in jobs}
