@@ -478,6 +478,10 @@ class LabPage:
         """Load the notebook with ``?reset``, wait for its idle kernel, then apply ``theme``."""
         self.page.goto(self.server.url(self.path, self.interface), wait_until="domcontentloaded")
         self.page.wait_for_function(_READY, arg=self.path, timeout=90_000, polling=200)
+        self.set_theme(theme)
+
+    def set_theme(self, theme: str) -> None:
+        """Switch JupyterLab to ``theme`` (a key of THEMES), as its Settings menu does."""
         self.page.evaluate(
             "(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})",
             THEMES[theme],

@@ -2,10 +2,12 @@
 nothing fails, every picture fits its output area, the widget views are there and live, and no
 button, label, form field or table cell of a widget is clipped or breaks a word mid-way.
 
-One Lab server for the session (``lab`` in conftest.py); one page per notebook and theme, on its
-own copy of the notebook, so outputs never reach the repository. Every offender is collected and
-reported at once. With ``WFKIT_SCREENSHOTS=1`` the runs of notebooks 04 and 05 write the README's
-JupyterLab screenshots to docs/images/.
+One Lab server for the session (``lab`` in conftest.py); one page per notebook, on its own copy
+of the notebook, so outputs never reach the repository. Run All runs once, in the light theme;
+then the page switches to the dark theme, as a user does from the Settings menu, and every check
+runs again on the same outputs (the widgets must follow a theme chosen after they were drawn).
+Every offender is collected and reported at once. With ``WFKIT_SCREENSHOTS=1`` the runs of
+notebooks 04 and 05 write the README's JupyterLab screenshots to docs/images/.
 """
 
 from __future__ import annotations
@@ -106,28 +108,41 @@ def layout(notebook: LabPage, where: str) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("theme", list(THEMES))
+def theme_problems(notebook: LabPage, theme: str) -> list[str]:
+    """The layout problems of the outputs, and of every tab in turn, once switched to ``theme``."""
+    notebook.set_theme(theme)
+    problems = layout(notebook, f"[{theme}] ")
+    for index in range(notebook.tab_count()):
+        label = notebook.select_tab(index)
+        problems += layout(notebook, f"[{theme}] [tab {label}] ")
+    return problems
+
+
 @pytest.mark.parametrize("name", PATHS)
 def test_run_all_in_jupyterlab(
     lab: LabServer,
     lab_page: Page,
     name: str,
-    theme: str,
     screenshot: Callable[[Any, str], Path],
 ) -> None:
-    path = f"{theme}/{name}"
+    path = f"light/{name}"
     notebook = LabPage(lab, lab_page, path)
     try:
-        notebook.open(theme)
-        problems = run_all_problems(notebook, name)
-        for view, tab, file_name in SHOTS.get((name, theme), []):
-            if tab is not None:
-                lab_page.locator(".lm-TabBar-tab", has_text=tab).first.click()
-                lab_page.wait_for_timeout(600)
-            shoot(lab_page, widget_views(lab_page).nth(view), file_name, screenshot)
+        problems: list[str] = []
+        for theme in THEMES:  # light first: Run All once, then the same outputs in the dark
+            if theme == next(iter(THEMES)):
+                notebook.open(theme)
+                problems += run_all_problems(notebook, name)
+            else:
+                problems += theme_problems(notebook, theme)
+            for view, tab, file_name in SHOTS.get((name, theme), []):
+                if tab is not None:
+                    lab_page.locator(".lm-TabBar-tab", has_text=tab).first.click()
+                    lab_page.wait_for_timeout(600)
+                shoot(lab_page, widget_views(lab_page).nth(view), file_name, screenshot)
         assert not problems, (
-            f"{name} in JupyterLab ({THEMES[theme]}, 1280x800) has {len(problems)} problems:\n"
-            + "\n".join(f"  - {p}" for p in problems)
+            f"{name} in JupyterLab (light, then dark, at 1280x800) has {len(problems)} "
+            "problems:\n" + "\n".join(f"  - {p}" for p in problems)
         )
     finally:
         lab.shut_down_kernels(path)
