@@ -22,12 +22,21 @@ from wfkit.store.rows import (
     InstanceRow,
     JobRow,
     SagaStepRow,
+    SnapshotRow,
     SummaryRow,
     TimerKey,
     TimerRow,
 )
 
-__all__ = ["NewRun", "checkpoint_rows", "job_rows", "stageable", "summary", "summary_due"]
+__all__ = [
+    "NewRun",
+    "checkpoint_rows",
+    "job_rows",
+    "stageable",
+    "stays_ended",
+    "summary",
+    "summary_due",
+]
 
 # the tokens of a running run that have a wf_jobs row, and what it says unless the attempt runs
 _JOB_STATES = {
@@ -55,12 +64,18 @@ def summary(run: RunState, now: datetime, closed: bool = False) -> SummaryRow:
     )
 
 
+def stays_ended(cp: Checkpoint) -> bool:
+    """True when the checkpoint's run had ended and stays so: it only gains events (e.g.
+    ``run.restarted``), and its summary stands but for its snapshot and last event number."""
+    return cp.start_status in TERMINAL_STATUSES and cp.run.status == cp.start_status
+
+
 def summary_due(cp: Checkpoint) -> bool:
     """True when the checkpoint's run parked, ended or came back to life: its summary row
     is written with it (a running run's summary waits for the writer's next flush)."""
     run = cp.run
-    if cp.start_status in TERMINAL_STATUSES and run.status == cp.start_status:
-        return False  # an ended run only gains events (e.g. restarted): its summary stands
+    if stays_ended(cp):
+        return False
     # (a failed run tried again by hand is live again: its row must say so at once)
     return run.status != RunStatus.RUNNING.value or cp.start_status in TERMINAL_STATUSES
 
@@ -112,6 +127,10 @@ def checkpoint_rows(cp: Checkpoint, new: NewRun | None) -> RunRows:
             new.parent,
             new.actor,
         )
+    elif stays_ended(cp):
+        # the next load numbers the run's events on from these (the run leaves memory after
+        # the command that wrote them, and a load reads only the snapshot of an ended run)
+        rows.snapshot = SnapshotRow(run.snapshot(), run.seq, run.run_id)
     elif summary_due(cp):
         rows.update = summary(run, cp.now)
     rows.timer_ops(cp.timers_add, cp.timers_del)

@@ -40,15 +40,10 @@ def load_run(store: Store, flow_of: FlowOf, row: RunRow) -> RunState:
     if RunStatus(row.status).terminal and run.status != row.status:
         # ended outside a checkpoint (a run whose checkpoint could not be written)
         run.status, run.error = row.status, row.error
-    if (
-        row.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-        or RunStatus(row.status).terminal
-        or not row.state
-    ):
-        # a run that was running can have checkpoints newer than its snapshot (every
-        # checkpoint that leaves a run out of memory writes the snapshot with it), and so can
-        # an ended one: the events it gains (run.restarted...) leave its summary as it was, so
-        # the next event's number is known only from the log
+    if row.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value) or not row.state:
+        # only a run that was running can have checkpoints newer than its snapshot: every
+        # checkpoint that leaves a run out of memory writes the snapshot with it (an ended
+        # run's too, when it gains events: see event_rows.stays_ended)
         for found in store.query("run_events_after", [row.run_id, row.seq]):
             event = ReplayEvent._make(found)
             run.replay(event.seq, event.delta, event.patch)

@@ -22,6 +22,7 @@ from wfkit.store.rows import (
     InstanceRow,
     SagaStepRow,
     SagaStepUpdate,
+    SnapshotRow,
     SummaryRow,
     TimerKey,
     TimerRow,
@@ -38,6 +39,7 @@ class RunRows:
     instance: InstanceRow | None = None  # a new run's summary row
     events: list[EventRow] = field(default_factory=list)
     update: SummaryRow | None = None  # the summary row of a run that parked or ended
+    snapshot: SnapshotRow | None = None  # an ended run's snapshot, after events it gained
     clear_jobs: bool = False
     timers: dict[TimerKey, tuple[str, TimerRow | TimerKey]] = field(default_factory=dict)
     marks: dict[BookmarkKey, tuple[str, BookmarkRow | BookmarkKey]] = field(default_factory=dict)
@@ -65,6 +67,7 @@ class RunRows:
         """Fold in the rows of the same run's next checkpoint, as if both were one."""
         self.events += later.events
         self.update = later.update or self.update
+        self.snapshot = later.snapshot or self.snapshot
         self.clear_jobs = self.clear_jobs or later.clear_jobs
         self.timers.update(later.timers)  # the later operation on a timer wins
         self.marks.update(later.marks)
@@ -105,6 +108,7 @@ def merge(
             "insert_bookmark", [row for _, row in marks.values() if isinstance(row, BookmarkRow)]
         ),
         Statement("update_instance", [p.update for p in parts if p.update is not None]),
+        Statement("update_instance_snapshot", [p.snapshot for p in parts if p.snapshot]),
         Statement("delete_jobs", [(p.run_id,) for p in parts if p.clear_jobs]),
         Statement("insert_saga_step", [row for p in parts for row in p.saga_add]),
         Statement("update_saga_step", [row for p in parts for row in p.saga_set]),

@@ -29,6 +29,7 @@ __all__ = [
     "SagaStepRow",
     "SagaStepUpdate",
     "SignalWait",
+    "SnapshotRow",
     "SummaryRow",
     "TimerKey",
     "TimerRow",
@@ -84,6 +85,14 @@ class SummaryRow(NamedTuple):
     error: str | None
     updated_at: datetime
     ended_at: datetime | None
+    run_id: str
+
+
+class SnapshotRow(NamedTuple):
+    """An ended run's snapshot after the events it gained (``update_instance_snapshot``)."""
+
+    state: str
+    seq: int
     run_id: str
 
 
@@ -256,6 +265,7 @@ STATEMENT_ROWS: dict[str, type[tuple[Any, ...]]] = {
     "insert_event": EventRow,
     "insert_instance": InstanceRow,
     "update_instance": SummaryRow,
+    "update_instance_snapshot": SnapshotRow,
     "run_row": RunRow,
     "run_rows": RunRow,
     "live_runs": LiveRun,

@@ -62,6 +62,11 @@ UPDATE wf_instances
 SET status = ?, data = ?, state = ?, seq = ?, error = ?, updated_at = ?, ended_at = ?
 WHERE run_id = ?;
 
+-- name: update_instance_snapshot
+-- An ended run that gained events (run.restarted): its snapshot and last event number move on
+-- with them; its status, data and times stand.
+UPDATE wf_instances SET state = ?, seq = ? WHERE run_id = ?;
+
 -- name: insert_event
 INSERT INTO wf_events (run_id, seq, occurred_at, kind, node_id, token, attempt, started_at, actor, error,
                        output, patch, delta, detail)
