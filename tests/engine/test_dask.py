@@ -194,7 +194,12 @@ def forgiving_client() -> Iterator[Any]:
     """A LocalCluster with Dask's default allowed-failures (3): Dask re-runs a task whose worker
     died on its own; the start marker must keep that from running the attempt again."""
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        # a free port for the dashboard: None means Dask's default 8787, which another test's
+        # cluster (notebook 07's, on the other xdist worker) may hold, and the start then fails
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
     )
     with distributed.Client(cluster) as c:
         yield c
